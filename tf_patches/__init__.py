@@ -1,0 +1,42 @@
+"""tf-patches: run-time fixes for known TensorFlow memory leaks and reproducibility traps.
+
+``import tf_patches; tf_patches.apply_all()`` first thing in a training script. Importing this
+package never imports TensorFlow, and loads its own modules only when a name is first used, so
+that a process tree auto-patched at start-up pays almost nothing where it never touches TF.
+"""
+
+from typing import Any
+
+from ._version import __version__
+
+_EXPORTS = {
+    "apply_all": "engine",
+    "revert_all": "engine",
+    "report": "engine",
+    "detect": "environment",
+    "Environment": "environment",
+    "GPU": "environment",
+    "Report": "reporting",
+    "Row": "reporting",
+    "register": "registry",
+    "unregister": "registry",
+    "TfPatchesWarning": "errors",
+    "ConfigWarning": "errors",
+    "TfPatchesError": "errors",
+}
+__all__ = ["__version__", *_EXPORTS]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tf_patches' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f"tf_patches.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list:
+    return sorted(set(globals()) | set(_EXPORTS))

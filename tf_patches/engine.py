@@ -1,0 +1,218 @@
+"""apply_all / revert_all / report: select the patches that fit this environment and install each
+once, now if TensorFlow is imported, else from a post-import hook. Every patch fails alone."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
+
+from . import registry
+from .context import PatchContext
+from .environment import Environment, complete, detect
+from .errors import TfPatchesError, logger
+from .options import core_options, resolve, warn_config
+from .registry import PatchSpec
+from .reporting import APPLIED, FAILED, PENDING, SKIPPED, Report, Row
+
+ASSUME_VARIABLE = "TF_PATCHES_ASSUME"
+_TF_MODULES = ("tensorflow", "tensorflow_core")  # TF 1.15–2.1 import their code as tensorflow_core
+
+
+@dataclass
+class _State:
+    status: str = SKIPPED
+    reason: str = "apply_all() has not run"
+    ctx: Optional[PatchContext] = None
+
+
+_lock = threading.RLock()
+_states: Dict[str, _State] = {}
+_env: Optional[Environment] = None
+_env_injected = False
+_strict = False
+_hook_registered = False
+
+
+def _tensorflow_imported() -> bool:
+    return "tensorflow" in sys.modules
+
+
+def apply_all(
+    *,
+    only: Union[str, Tuple[str, ...], list, None] = None,
+    exclude: Union[str, Tuple[str, ...], list, None] = None,
+    strict: Optional[bool] = None,
+    env: Union[Environment, Mapping[str, Any], None] = None,
+    **patch_options: Any,
+) -> Report:
+    """Detect the environment, install every patch that applies to it, and report on each.
+
+    ``only``/``exclude`` take patch names; ``strict=True`` raises :class:`TfPatchesError` when a
+    patch fails or one named in ``only`` cannot apply; ``env`` describes the machine instead of
+    detecting it (an :class:`Environment` or a mapping for :meth:`Environment.from_dict`). Patch
+    options (see the README) are keywords too. Unset keywords fall back to ``TF_PATCHES_*``
+    variables. Calling it again installs nothing twice.
+    """
+    global _env, _env_injected, _strict
+    specs = registry.specs()
+    options = resolve(_all_options(specs), dict(only=only, exclude=exclude, strict=strict, **patch_options))
+    injected = _environment_argument(env)
+    with _lock:
+        _strict = options["strict"]
+        if injected is not None:
+            _env, _env_injected = injected, True
+        else:
+            _env, _env_injected = _assumed_or_detected(), False
+        problems = []
+        for spec in specs:
+            state = _states.setdefault(spec.name, _State())
+            if state.status in (APPLIED, PENDING):
+                continue
+            if options["only"] is not None and spec.name not in options["only"]:
+                state.status, state.reason = SKIPPED, "not selected (only= / TF_PATCHES_ONLY)"
+                continue
+            if options["exclude"] and spec.name in options["exclude"]:
+                state.status, state.reason = SKIPPED, "excluded (exclude= / TF_PATCHES_EXCLUDE)"
+                continue
+            _start(spec, state, _env, options)
+            if state.status == FAILED or (state.status == SKIPPED and options["only"]):
+                problems.append(f"{spec.name}: {state.status}: {state.reason}")
+        if problems and _strict:
+            raise TfPatchesError("tf-patches (strict): " + "; ".join(problems))
+        return report()
+
+
+def _start(spec: PatchSpec, state: _State, env: Environment, options: Mapping[str, Any]) -> None:
+    verdict, reason = spec.check(env, options)
+    if verdict is False:
+        state.status, state.reason = SKIPPED, reason
+        return
+    ctx = PatchContext(spec.name, env, options)
+    state.ctx = ctx
+    try:
+        spec.prepare(ctx)
+    except Exception as exc:
+        _fail(state, "preparing", exc)
+        return
+    if _tensorflow_imported():
+        _install(spec, state)
+    else:
+        state.status = PENDING
+        state.reason = f"waiting for `import tensorflow` ({reason})"
+        _register_hook()
+
+
+def _install(spec: PatchSpec, state: _State) -> None:
+    ctx = state.ctx
+    assert ctx is not None
+    if not ctx.env.complete:  # re-check with what only an imported TF knows (GPUs, CUDA)
+        ctx.env = _env if _env is not None and _env.complete else ctx.env
+        verdict, reason = spec.check(ctx.env, ctx.options)
+        if not verdict:
+            ctx.revert()
+            state.status, state.reason, state.ctx = SKIPPED, reason, None
+            return
+    try:
+        detail = spec.install(ctx)
+    except Exception as exc:
+        _fail(state, "installing", exc)
+        return
+    state.status = APPLIED
+    state.reason = detail or spec.check(ctx.env, ctx.options)[1]
+    logger.info("tf-patches: applied %s: %s", spec.name, state.reason)
+
+
+def _fail(state: _State, stage: str, exc: BaseException) -> None:
+    errors = state.ctx.revert() if state.ctx else []
+    state.status = FAILED
+    state.reason = f"{stage} failed: {type(exc).__name__}: {exc}"
+    if errors:
+        state.reason += f" (and undoing it: {'; '.join(errors)})"
+    state.ctx = None
+    logger.warning("tf-patches: %s", state.reason)
+
+
+def _on_tensorflow_imported(_module: Any) -> None:
+    """Post-import hook: install what waited for TF. It must never break the user's import,
+    except in strict mode, where the user asked to hear about a failure at once."""
+    global _env
+    try:
+        with _lock:
+            if _env is not None and not _env_injected and not _env.complete:
+                _env = complete(_env, sys.modules["tensorflow"])
+            failed = []
+            for spec in registry.specs():
+                state = _states.get(spec.name)
+                if state is not None and state.status == PENDING:
+                    _install(spec, state)
+                    if state.status == FAILED:
+                        failed.append(f"{spec.name}: {state.reason}")
+    except Exception as exc:  # pragma: no cover - defensive: a bug here must not break the import
+        logger.error("tf-patches: post-import hook failed: %s", exc)
+        return
+    if failed and _strict:
+        raise TfPatchesError("tf-patches (strict): " + "; ".join(failed))
+
+
+def _register_hook() -> None:
+    global _hook_registered
+    if _hook_registered:
+        return
+    import wrapt
+
+    for name in _TF_MODULES:
+        # One hook is enough: the first to fire installs; later ones find nothing pending.
+        wrapt.register_post_import_hook(_on_tensorflow_imported, name)
+    _hook_registered = True
+
+
+def revert_all() -> Report:
+    """Undo every patch: originals restored (the same objects), environment variables reset."""
+    with _lock:
+        for spec in reversed(registry.specs()):
+            state = _states.get(spec.name)
+            if state is None or state.ctx is None:
+                continue
+            errors = state.ctx.revert()
+            state.ctx = None
+            state.status = SKIPPED
+            state.reason = "reverted by revert_all()" + (f" with errors: {'; '.join(errors)}" if errors else "")
+        return report()
+
+
+def report() -> Report:
+    """The state of every registered patch now, with the environment it was decided on."""
+    with _lock:
+        rows = []
+        for spec in registry.specs():
+            state = _states.get(spec.name) or _State()
+            rows.append(Row(spec.name, spec.title, state.status, state.reason, spec.issue_url))
+        return Report(tuple(rows), _env)
+
+
+def _all_options(specs: Tuple[PatchSpec, ...]):
+    found = list(core_options([spec.name for spec in specs]))
+    for spec in specs:
+        found.extend(spec.options)
+    return found
+
+
+def _environment_argument(env: Any) -> Optional[Environment]:
+    if env is None or isinstance(env, Environment):
+        return env
+    if isinstance(env, Mapping):
+        return Environment.from_dict(env)
+    raise TypeError(f"env must be an Environment or a mapping, got {type(env).__name__}")
+
+
+def _assumed_or_detected() -> Environment:
+    path = os.environ.get(ASSUME_VARIABLE)
+    if path:
+        try:
+            return Environment.from_json_file(path)
+        except (OSError, ValueError, TypeError) as exc:
+            warn_config(ASSUME_VARIABLE, path, f"{type(exc).__name__}: {exc}; detecting instead")
+    return detect()

@@ -1,0 +1,88 @@
+"""The registry: every patch tf-patches knows, in the order they are applied."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any, Callable, List, Mapping, Optional, Tuple
+
+from .environment import Environment
+from .gate import Gate, Verdict
+from .options import Option
+
+PATCH_MODULES: Tuple[str, ...] = ("seed_kernel_cache",)
+
+
+def _nothing(*_args: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    name: str
+    title: str
+    issue_url: str
+    gate: Gate
+    options: Tuple[Option, ...]
+    precondition: Callable[[Environment, Mapping[str, Any]], Optional[str]]
+    prepare: Callable[..., None]
+    install: Callable[..., Optional[str]]
+
+    @classmethod
+    def from_module(cls, module: ModuleType) -> "PatchSpec":
+        missing = [attr for attr in ("NAME", "TITLE", "ISSUE_URL", "GATE", "install") if not hasattr(module, attr)]
+        if missing:
+            raise TypeError(f"patch module {module.__name__} lacks {', '.join(missing)}")
+        return cls(
+            name=module.NAME,
+            title=module.TITLE,
+            issue_url=module.ISSUE_URL,
+            gate=module.GATE,
+            options=tuple(getattr(module, "OPTIONS", ())),
+            precondition=getattr(module, "precondition", _nothing),
+            prepare=getattr(module, "prepare", _nothing),
+            install=module.install,
+        )
+
+    def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:
+        verdict, reason = self.gate.check(env)
+        if verdict is False:
+            return verdict, reason
+        extra = self.precondition(env, options)
+        if extra:
+            return False, extra
+        return verdict, reason
+
+
+_specs: List[PatchSpec] = []
+
+
+def specs() -> Tuple[PatchSpec, ...]:
+    """The registered patches (the built-in ones are loaded on first use)."""
+    if not _specs:
+        for name in PATCH_MODULES:
+            _specs.append(PatchSpec.from_module(importlib.import_module(f"tf_patches.patches.{name}")))
+    return tuple(_specs)
+
+
+def register(module: ModuleType) -> PatchSpec:
+    """Add a patch module of your own (same shape as the built-in ones) after the built-in ones."""
+    spec = PatchSpec.from_module(module)
+    if spec.name in names():
+        raise ValueError(f"a patch named {spec.name!r} is already registered")
+    _specs.append(spec)
+    return spec
+
+
+def unregister(name: str) -> None:
+    """Remove a patch added with :func:`register` (revert it first)."""
+    specs()
+    builtin = {f"{n}" for n in PATCH_MODULES}
+    if name in builtin:
+        raise ValueError(f"{name!r} is built in; exclude it with exclude=[{name!r}] instead")
+    _specs[:] = [spec for spec in _specs if spec.name != name]
+
+
+def names() -> Tuple[str, ...]:
+    return tuple(spec.name for spec in specs())
