@@ -132,6 +132,8 @@ class Environment:
             tf = "TensorFlow not installed"
         else:
             tf = f"{self.distribution or 'tensorflow'} {self.version or '(version unknown)'}"
+        if not self.tensorflow_installed:
+            return f"{tf} ({self.source})"
         if not self.complete:
             return f"{tf} · CUDA/GPUs known after import ({self.source})"
         gpus = ", ".join(

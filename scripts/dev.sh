@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One entry point for people and CI; each command sets up what it needs first.
+#   scripts/dev.sh report   set up .venv (newest TensorFlow) and print what tf-patches does here
+#   scripts/dev.sh test     set up .venv and .venv-oldest, run the suite on the newest TF and the
+#                           version-sensitive tests on the oldest TF installable for this Python
+#   scripts/dev.sh bench    run benchmarks/ on the newest TF
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+NEWEST_TF="${TF_PATCHES_NEWEST_TF:-2.21.0}"
+OLDEST_TF="${TF_PATCHES_OLDEST_TF:-2.12.1}"
+PYTHON="${PYTHON:-python3}"
+# Tests that must pass on the oldest TF too: gates, engine, and the patches gated on it.
+OLDEST_TESTS=(tests/test_gate.py tests/test_engine.py tests/test_seed_kernel_cache.py)
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+
+# venv DIR TF_VERSION: create or refresh a virtual environment with tensorflow-cpu==TF_VERSION and
+# this package (editable) with its test extras; skipped when nothing it depends on changed.
+venv() {
+  local dir="$1" tf="$2"
+  local stamp
+  stamp="$tf $(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
+  if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.tf-patches-stamp" 2>/dev/null)" = "$stamp" ]; then
+    return 0
+  fi
+  echo "== setting up $dir (tensorflow-cpu==$tf)" >&2
+  [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
+  "$dir/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$tf" -e ".[test]" >&2
+  echo "$stamp" > "$dir/.tf-patches-stamp"
+}
+
+pytest_run() {  # pytest_run VENV ARGS...: exit status 5 (no tests collected) is a failure too
+  local dir="$1"; shift
+  "$dir/bin/python" -m pytest -q -p no:cacheprovider "$@"
+}
+
+case "${1:-}" in
+  report)
+    venv .venv "$NEWEST_TF"
+    shift
+    .venv/bin/tf-patches report "$@"
+    ;;
+  test)
+    venv .venv "$NEWEST_TF"
+    venv .venv-oldest "$OLDEST_TF"
+    shift
+    echo "== tests on tensorflow-cpu $NEWEST_TF"
+    pytest_run .venv "$@"
+    echo "== version-sensitive tests on tensorflow-cpu $OLDEST_TF"
+    pytest_run .venv-oldest "${OLDEST_TESTS[@]}" "$@"
+    ;;
+  bench)
+    venv .venv "$NEWEST_TF"
+    for script in benchmarks/*.py; do
+      echo "== $script"
+      .venv/bin/python "$script"
+    done
+    ;;
+  *)
+    sed -n '2,7p' "$0" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,56 @@
+"""``tf-patches`` command line: ``tf-patches report [--json] [--assume FILE]``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import List, Optional
+
+from ._version import __version__
+
+
+def _report(args: argparse.Namespace) -> int:
+    from .engine import apply_all
+    from .environment import Environment
+
+    env = None
+    if args.assume:
+        try:
+            env = Environment.from_json_file(args.assume)
+        except (OSError, ValueError, TypeError) as exc:
+            print(f"tf-patches: cannot read --assume {args.assume}: {exc}", file=sys.stderr)
+            return 2
+    apply_all(env=env)
+    if not args.no_import:
+        # Installing for real is the honest check: a TF symbol that moved shows up as failed.
+        try:
+            import tensorflow  # noqa: F401
+        except ImportError:
+            pass
+    from .engine import report
+
+    result = report()
+    print(result.to_json() if args.json else result)
+    return 0
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="tf-patches", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"tf-patches {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    report = commands.add_parser(
+        "report", help="apply the patches in this process and say, for each, what happened and why"
+    )
+    report.add_argument("--json", action="store_true", help="machine-readable output")
+    report.add_argument("--assume", metavar="FILE", help="describe the machine with a JSON file instead of detecting it")
+    report.add_argument(
+        "--no-import", action="store_true",
+        help="do not import TensorFlow: show what is decided from package metadata alone (pending rows)",
+    )
+    report.set_defaults(run=_report)
+    args = parser.parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
