@@ -1,0 +1,263 @@
+"""The engine on real TensorFlow: selection, idempotence, threads, revert, failure isolation,
+options and deferred install. TensorFlow is imported in this process; fresh processes check
+what happens before the import and without TensorFlow."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import types
+import warnings
+
+import pytest
+
+import tf_patches
+from tf_patches import registry
+from tf_patches.context import tf_module
+from tf_patches.errors import ConfigWarning, TfPatchesError
+from tf_patches.gate import Gate, parse_version
+
+from .fresh import ROOT, run_fresh
+
+SEED = "seed_kernel_cache"
+
+
+@pytest.fixture
+def counting_patch(tf):
+    """A second, real patch: wraps TF's nn_ops.relu6 and counts its installs."""
+    nn_ops = tf_module("python.ops.nn_ops")
+    module = types.ModuleType("counting_patch")
+    module.NAME, module.TITLE, module.ISSUE_URL = "counting", "test patch", "https://example.invalid"
+    module.GATE = Gate(versions=">=2.0")
+    module.installs = 0
+    original = nn_ops.relu6
+
+    def install(ctx):
+        module.installs += 1
+        ctx.replace_attribute(nn_ops, "relu6", lambda *a, **k: original(*a, **k))
+        return "counting"
+
+    module.install = install
+    module.original = original
+    module.owner = nn_ops
+    registry.register(module)
+    yield module
+    tf_patches.revert_all()
+    registry.unregister("counting")
+
+
+def get_seed_module():
+    return tf_module("python.framework.random_seed")
+
+
+def test_import_does_not_import_tensorflow():
+    result = run_fresh("""
+        import sys, json, tf_patches
+        tf_patches.__version__
+        print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))))
+    """)
+    assert result == []
+
+
+def test_applies_each_patch_once_over_many_calls(counting_patch):
+    original = get_seed_module().get_seed
+    for _ in range(100):
+        report = tf_patches.apply_all()
+    assert counting_patch.installs == 1
+    assert report.status(SEED) == "applied"
+    patched = get_seed_module().get_seed
+    assert patched.__wrapped__ is original  # one wrapper, not a stack of them
+
+
+def test_concurrent_calls_install_once(counting_patch):
+    barrier = threading.Barrier(8)
+    errors = []
+
+    def call():
+        try:
+            barrier.wait()
+            tf_patches.apply_all()
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=call) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    assert counting_patch.installs == 1
+
+
+def test_revert_restores_originals_by_identity_and_reapply_works(tf, counting_patch):
+    random_seed = get_seed_module()
+    originals = (random_seed.get_seed, tf.compat.v1.get_seed, tf.compat.v1.random.get_seed)
+    assert originals[1] is originals[0]
+    tf_patches.apply_all()
+    assert random_seed.get_seed is not originals[0]
+    assert tf.compat.v1.get_seed is random_seed.get_seed
+    assert counting_patch.owner.relu6 is not counting_patch.original
+    report = tf_patches.revert_all()
+    assert (random_seed.get_seed, tf.compat.v1.get_seed, tf.compat.v1.random.get_seed) == originals
+    assert all(a is b for a, b in zip(originals, (random_seed.get_seed, tf.compat.v1.get_seed,
+                                                  tf.compat.v1.random.get_seed)))
+    assert counting_patch.owner.relu6 is counting_patch.original
+    assert report.status(SEED) == "skipped" and "revert" in report[SEED].reason
+    assert tf_patches.apply_all().status(SEED) == "applied"
+    assert counting_patch.installs == 2
+
+
+def test_missing_target_fails_alone(monkeypatch, counting_patch):
+    monkeypatch.delattr(get_seed_module(), "get_seed")
+    report = tf_patches.apply_all()
+    assert report.status(SEED) == "failed"
+    assert "get_seed" in report[SEED].reason
+    assert report.status("counting") == "applied"
+    tf_patches.revert_all()
+    with pytest.raises(TfPatchesError, match=SEED):
+        tf_patches.apply_all(strict=True)
+
+
+def test_only_and_exclude_select_patches(counting_patch):
+    report = tf_patches.apply_all(only=["counting"])
+    assert report.status("counting") == "applied"
+    assert report.status(SEED) == "skipped" and "not selected" in report[SEED].reason
+    tf_patches.revert_all()
+    report = tf_patches.apply_all(exclude="counting")
+    assert report.status("counting") == "skipped" and "excluded" in report["counting"].reason
+    assert report.status(SEED) == "applied"
+
+
+def test_bad_arguments_raise_clear_errors():
+    with pytest.raises(ValueError, match="valid names: .*seed_kernel_cache"):
+        tf_patches.apply_all(only=["seed_kernel_cahce"])
+    with pytest.raises(TypeError, match="patch names"):
+        tf_patches.apply_all(exclude=42)
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        tf_patches.apply_all(stirct=True)
+    with pytest.raises(ValueError, match="boolean"):
+        tf_patches.apply_all(strict="sometimes")
+    with pytest.raises(TypeError, match="env must be"):
+        tf_patches.apply_all(env="tensorflow 2.21")
+
+
+def test_bad_environment_variables_warn_once_and_are_ignored(monkeypatch):
+    monkeypatch.setenv("TF_PATCHES_EXCLUDE", "no_such_patch")
+    monkeypatch.setenv("TF_PATCHES_STRICT", "maybe")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        report = tf_patches.apply_all()
+        tf_patches.apply_all()
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+    assert len(messages) == 2, messages  # one per bad variable, not one per call
+    assert any("TF_PATCHES_EXCLUDE" in m and "valid names" in m for m in messages)
+    assert report.status(SEED) == "applied"
+
+
+def test_keywords_win_over_environment_variables(monkeypatch):
+    monkeypatch.setenv("TF_PATCHES_EXCLUDE", SEED)
+    assert tf_patches.apply_all().status(SEED) == "skipped"
+    tf_patches.revert_all()
+    assert tf_patches.apply_all(exclude=[]).status(SEED) == "applied"
+
+
+def test_assumed_environment_from_file_and_argument(tmp_path, monkeypatch):
+    machine = {"distribution": "tensorflow-gpu", "version": "1.15.0", "cuda_version": "10.0"}
+    path = tmp_path / "machine.json"
+    path.write_text(json.dumps(machine))
+    monkeypatch.setenv("TF_PATCHES_ASSUME", str(path))
+    report = tf_patches.apply_all()
+    assert report.status(SEED) == "skipped" and "1.15.0" in report[SEED].reason
+    assert report.environment.source.startswith("assumed")
+    monkeypatch.setenv("TF_PATCHES_ASSUME", str(tmp_path / "missing.json"))
+    with pytest.warns(ConfigWarning, match="TF_PATCHES_ASSUME"):
+        assert tf_patches.apply_all().status(SEED) == "applied"
+    tf_patches.revert_all()
+    assert tf_patches.apply_all(env=machine).status(SEED) == "skipped"
+
+
+def test_report_is_a_table_and_json(tf):
+    report = tf_patches.apply_all()
+    text = str(report)
+    assert SEED in text and "applied" in text and tf.__version__ in text
+    data = json.loads(report.to_json())
+    row = next(r for r in data["patches"] if r["name"] == SEED)
+    assert set(row) == {"name", "title", "status", "reason", "issue_url"}
+    assert row["issue_url"].endswith("36164")
+    assert data["environment"]["version"] == tf.__version__
+    assert [r.name for r in tf_patches.report()] == list(registry.names())
+
+
+def test_detect_reads_the_running_tensorflow(tf):
+    env = tf_patches.detect()
+    assert env.tensorflow_installed and env.complete
+    assert env.distribution.startswith("tensorflow")
+    assert parse_version(env.version) == parse_version(tf.__version__)
+    assert env.gpus == ()  # CPU build: no GPU listing, no GPU runtime started
+
+
+def test_deferred_install_waits_for_the_import():
+    result = run_fresh("""
+        import json, sys, tf_patches
+        before = tf_patches.apply_all().status("seed_kernel_cache")
+        imported_early = "tensorflow" in sys.modules
+        import tensorflow as tf
+        from tensorflow.python.framework import random_seed
+        after = tf_patches.report().status("seed_kernel_cache")
+        print(json.dumps([before, imported_early, after,
+                          getattr(tf.compat.v1.get_seed, "__tf_patches__", None),
+                          getattr(random_seed.get_seed, "__tf_patches__", None)]))
+    """)
+    assert result == ["pending", False, "applied", SEED, SEED]
+
+
+def _python_without_tensorflow(tmp_path):
+    """A real interpreter that has our dependencies but no TensorFlow at all (no module, no metadata)."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    import gorilla
+    import packaging
+    import wrapt
+
+    for module in (gorilla, packaging, wrapt):
+        path = module.__file__
+        source = os.path.dirname(path) if path.endswith("__init__.py") else path
+        os.symlink(source, deps / os.path.basename(source))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_PATCHES_", "PYTHON"))}
+    env["PYTHONPATH"] = f"{deps}{os.pathsep}{ROOT}"
+    return str(venv / "bin" / "python"), env
+
+
+def test_without_tensorflow_apply_all_and_cli_say_so(tmp_path):
+    python, env = _python_without_tensorflow(tmp_path)
+    code = ("import json, tf_patches; r = tf_patches.apply_all(); "
+            "print(json.dumps([(x.status, x.reason) for x in r]))")
+    rows = json.loads(subprocess.run([python, "-c", code], env=env, capture_output=True,
+                                     text=True, check=True).stdout)
+    assert rows and all(row == ["skipped", "TensorFlow is not installed"] for row in rows)
+    cli = subprocess.run([python, "-m", "tf_patches", "report"], env=env, capture_output=True, text=True)
+    assert cli.returncode == 0, cli.stderr
+    assert "TensorFlow not installed" in cli.stdout and "skipped" in cli.stdout
+
+
+def test_cli_report_json_and_assume(tmp_path):
+    machine = tmp_path / "box.json"
+    machine.write_text(json.dumps({"distribution": "nvidia-tensorflow", "version": "1.15.5+nv22.12",
+                                   "cuda_version": "12.0", "gpus": [{"name": "NVIDIA GeForce RTX 4090",
+                                                                     "compute_capability": "8.9"}]}))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TF_PATCHES_")}
+    env.update(PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    out = subprocess.run([sys.executable, "-m", "tf_patches", "report", "--json", "--assume", str(machine),
+                          "--no-import"], env=env, capture_output=True, text=True, check=True).stdout
+    data = json.loads(out)
+    assert data["environment"]["nvidia_build"] is True
+    rows = {row["name"]: row for row in data["patches"]}
+    assert rows[SEED]["status"] == "skipped" and "1.15.5" in rows[SEED]["reason"]
+    bad = subprocess.run([sys.executable, "-m", "tf_patches", "report", "--assume", str(tmp_path / "nope")],
+                         env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "cannot read" in bad.stderr

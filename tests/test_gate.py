@@ -1,0 +1,121 @@
+"""Version gates: deliberate handling of pre-, post-, dev releases and local tags; never raising."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tf_patches import Environment
+from tf_patches.gate import Gate, local_tag, parse_version
+
+
+def env(version, distribution="tensorflow", **extra):
+    return Environment.from_dict({"distribution": distribution, "version": version, **extra})
+
+
+@pytest.mark.parametrize(
+    "version, spec, expected",
+    [
+        ("2.16.0rc0", ">=2.16", True),  # a release candidate carries its release's code
+        ("2.16.0rc0", "<2.16", False),
+        ("2.15.0.post1", ">=2.15,<2.16", True),
+        ("2.19.0.dev20250101", ">=2.19", True),
+        ("1.15.5+nv22.12", "==1.15.5", True),
+        ("1.15.4+nv20.10", "==1.15.5", False),
+        ("2.21.0", ">=2.0", True),
+        ("1.15.5", ">=2.0", False),
+    ],
+)
+def test_version_gate_treats_special_versions_as_their_release(version, spec, expected):
+    verdict, reason = Gate(versions=spec).check(env(version))
+    assert verdict is expected, reason
+    assert reason
+
+
+def test_malformed_version_is_skipped_with_a_reason():
+    verdict, reason = Gate(versions=">=2.0").check(env("two point one"))
+    assert verdict is False
+    assert "cannot parse" in reason
+
+
+def test_unknown_version_waits_for_import():
+    detected = Environment(distribution="tensorflow", version=None)
+    assert Gate(versions=">=2.0").check(detected)[0] is None
+
+
+def test_gpu_conditions_wait_for_import_then_decide():
+    gate = Gate(versions="==1.15.5", nvidia_build=True, requires_gpu=True)
+    partial = Environment(distribution="nvidia-tensorflow", version="1.15.5+nv22.12")
+    assert gate.check(partial)[0] is None
+    gpu = {"name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}
+    assert gate.check(env("1.15.5+nv22.12", "nvidia-tensorflow", gpus=[gpu]))[0] is True
+    verdict, reason = gate.check(env("1.15.5+nv22.12", "nvidia-tensorflow"))
+    assert verdict is False and "GPU" in reason
+    verdict, reason = gate.check(env("1.15.5", "tensorflow", gpus=[gpu]))
+    assert verdict is False and "NVIDIA" in reason
+
+
+def test_nvidia_build_is_recognised_by_name_tag_or_ngc_variable():
+    assert env("1.15.5", "nvidia-tensorflow").nvidia_build
+    assert env("1.15.5+nv22.12").nvidia_build
+    assert env("1.15.5", nvidia_tensorflow_version="22.12-tf1").nvidia_build
+    assert not env("1.15.5").nvidia_build
+    assert local_tag("1.15.5+nv22.12") == "nv22.12"
+
+
+def test_distribution_and_cuda_conditions():
+    gate = Gate(distributions=frozenset({"tensorflow-gpu"}), cuda=">=11")
+    assert gate.check(env("2.4.0", "tensorflow-cpu"))[0] is False
+    assert gate.check(env("2.4.0", "tensorflow-gpu", cuda_version="11.0"))[0] is True
+    verdict, reason = gate.check(env("2.4.0", "tensorflow-gpu", cuda_version="10.1"))
+    assert verdict is False and "10.1" in reason
+    assert gate.check(env("2.4.0", "tensorflow-gpu"))[0] is False  # a CPU build has no CUDA
+
+
+def test_absent_tensorflow_is_the_reason():
+    verdict, reason = Gate(versions=">=2.0").check(Environment.from_dict({}))
+    assert verdict is False and reason == "TensorFlow is not installed"
+
+
+def test_a_bad_specifier_is_a_bug_caught_at_definition():
+    with pytest.raises(Exception):
+        Gate(versions="at least two")
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    version=st.one_of(st.none(), st.text(max_size=24), st.from_regex(r"\d{1,2}(\.\d{1,3}){0,3}([a-z]+\d*)?(\+[a-z0-9.]+)?", fullmatch=True)),
+    cuda=st.one_of(st.none(), st.text(max_size=8)),
+    spec=st.sampled_from(["", ">=2.0", "==1.15.5", "<2.16,>=2.14", "~=2.12"]),
+)
+def test_gate_decisions_never_raise(version, cuda, spec):
+    environment = Environment(distribution="tensorflow", version=version, cuda_version=cuda, complete=True)
+    verdict, reason = Gate(versions=spec, cuda=">=11" if cuda else "").check(environment)
+    assert verdict in (True, False, None)
+    assert isinstance(reason, str) and reason
+    parse_version(version)
+
+
+@pytest.mark.parametrize(
+    "data, error",
+    [
+        ({"versoin": "2.1"}, ValueError),
+        ({"version": 2.1}, TypeError),
+        ({"version": "2.1", "gpus": [{"name": "A100", "compute_capability": 8.0}]}, TypeError),
+        ({"version": "2.1", "gpus": ["A100"]}, TypeError),
+        ([("version", "2.1")], TypeError),
+    ],
+)
+def test_environment_from_dict_rejects_bad_descriptions_clearly(data, error):
+    with pytest.raises(error):
+        Environment.from_dict(data)
+
+
+def test_environment_round_trips_through_its_dict():
+    described = env("1.15.5+nv22.12", "nvidia-tensorflow", cuda_version="12.0",
+                    gpus=[{"name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}])
+    data = described.to_dict()
+    again = Environment.from_dict({k: data[k] for k in ("distribution", "version", "cuda_version", "gpus")})
+    assert again == described
+    assert "RTX 4090 (cc 8.9)" in described.describe()
