@@ -25,7 +25,11 @@ venv() {
   fi
   echo "== setting up $dir (tensorflow-cpu==$tf)" >&2
   [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
-  "$dir/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$tf" -e ".[test]" >&2
+  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$tf" -e ".[test]" \
+      > "$dir/pip.log" 2>&1; then
+    cat "$dir/pip.log" >&2
+    exit 1
+  fi
   echo "$stamp" > "$dir/.tf-patches-stamp"
 }
 
