@@ -53,25 +53,31 @@ class StableSeeds:
     def __init__(self, library_dirs: Tuple[str, ...], passthrough_dirs: Tuple[str, ...]):
         self._library_dirs = library_dirs
         self._passthrough_dirs = passthrough_dirs
-        self._is_library: Dict[Any, bool] = {}
+        # id(code) -> (code, is library code). Keys are ids because hashing a code object hashes
+        # its bytecode; holding the code here keeps the id from being reused.
+        self._codes: Dict[int, Tuple[Any, Optional[bool]]] = {}
         self._seeds: Dict[tuple, int] = {}
 
     def op_seed(self, global_seed: Any, frame: Any) -> Optional[int]:
         """The op seed for the call path starting at ``frame`` (the function asking for seeds),
         or None where TF's own behaviour must stay: seeds passed as tensors (tf.data)."""
-        asking = frame.f_code
-        if asking.co_filename.startswith(self._passthrough_dirs):
-            return None
+        codes = self._codes
+        start = frame
         path = [global_seed]
         depth = 0
         while frame is not None and depth < _MAX_DEPTH:
             code = frame.f_code
-            path.append(code)
-            path.append(frame.f_lineno)
-            library = self._is_library.get(code)
-            if library is None:
-                library = self._is_library[code] = code.co_filename.startswith(self._library_dirs)
-            if not library:
+            known = codes.get(id(code))
+            if known is None:
+                known = codes[id(code)] = (code, code.co_filename.startswith(self._library_dirs))
+                if depth == 0 and code.co_filename.startswith(self._passthrough_dirs):
+                    known = codes[id(code)] = (code, None)
+            if known[1] is None:
+                return None
+            # f_lasti, not f_lineno: f_lineno decodes the line table on every read.
+            path.append(id(code))
+            path.append(frame.f_lasti)
+            if not known[1]:
                 break
             frame = frame.f_back
             depth += 1
@@ -80,20 +86,24 @@ class StableSeeds:
         if seed is None:
             if len(self._seeds) >= _MAX_CACHED:
                 self._seeds.clear()
-            seed = self._seeds[key] = _derive(key)
+            seed = self._seeds[key] = _derive(global_seed, start, depth + 1)
         return seed
 
     def clear(self) -> None:
         self._seeds.clear()
-        self._is_library.clear()
+        self._codes.clear()
 
 
-def _derive(key: tuple) -> int:
+def _derive(global_seed: Any, frame: Any, depth: int) -> int:
     """A seed from the global seed and the call path, the same in every process and checkout:
     file base names, function names and line numbers, never ids or Python's salted hash()."""
-    parts = [repr(key[0])]
-    for code, line in zip(key[1::2], key[2::2]):
-        parts.append(f"{os.path.basename(code.co_filename)}:{code.co_name}:{line}")
+    parts = [repr(global_seed)]
+    for _ in range(depth):
+        if frame is None:
+            break
+        code = frame.f_code
+        parts.append(f"{os.path.basename(code.co_filename)}:{code.co_name}:{frame.f_lineno}")
+        frame = frame.f_back
     digest = hashlib.blake2b("|".join(parts).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") & _MAXINT31
 
