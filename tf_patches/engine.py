@@ -135,14 +135,16 @@ def _fail(state: _State, stage: str, exc: BaseException) -> None:
     logger.warning("tf-patches: %s", state.reason)
 
 
-def _on_tensorflow_imported(_module: Any) -> None:
+def _on_tensorflow_imported(module: Any) -> None:
     """Post-import hook: install what waited for TF. It must never break the user's import,
     except in strict mode, where the user asked to hear about a failure at once."""
     global _env
     try:
         with _lock:
             if _env is not None and not _env_injected and not _env.complete:
-                _env = complete(_env, sys.modules["tensorflow"])
+                # The module that finished importing: on TF 1.15–2.1 tensorflow_core completes
+                # while the tensorflow package is still half-initialised.
+                _env = complete(_env, module)
             failed = []
             for spec in registry.specs():
                 state = _states.get(spec.name)
