@@ -85,7 +85,7 @@ class StableSeeds:
         seed = self._seeds.get(key)
         if seed is None:
             if len(self._seeds) >= _MAX_CACHED:
-                self._seeds.clear()
+                self.clear()
             seed = self._seeds[key] = _derive(global_seed, start, depth + 1)
         return seed
 
