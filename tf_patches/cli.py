@@ -1,10 +1,13 @@
-"""``tf-patches`` command line: ``tf-patches report [--json] [--assume FILE]``."""
+"""``tf-patches`` command line: ``tf-patches report [--json] [--assume FILE]`` and the commands
+listed in ``COMMANDS`` (each a module with ``HELP``, ``add_arguments(parser)`` and
+``run(args) -> int``)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ._version import __version__
 
@@ -34,6 +37,10 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
+# Sub-command name -> module (kept out of this file so each feature stays in its own module).
+COMMANDS: Dict[str, str] = {}
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="tf-patches", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tf-patches {__version__}")
@@ -48,6 +55,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         help="do not import TensorFlow: show what is decided from package metadata alone (pending rows)",
     )
     report.set_defaults(run=_report)
+    for name, module_name in COMMANDS.items():
+        module = importlib.import_module(module_name)
+        sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
+        module.add_arguments(sub)
+        sub.set_defaults(run=module.run)
     args = parser.parse_args(argv)
     return args.run(args)
 
