@@ -11,7 +11,7 @@ from .environment import Environment
 from .gate import Gate, Verdict
 from .options import Option
 
-PATCH_MODULES: Tuple[str, ...] = ("seed_kernel_cache", "op_determinism", "rfft_guard")
+PATCH_MODULES: Tuple[str, ...] = ("seed_kernel_cache", "op_determinism", "rfft_guard", "graph_growth_guard")
 
 
 def _nothing(*_args: Any) -> None:
