@@ -261,3 +261,33 @@ def test_cli_report_json_and_assume(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "tf_patches", "report", "--assume", str(tmp_path / "nope")],
                          env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "cannot read" in bad.stderr
+
+
+def test_advisory_is_reported_and_warned_once_without_importing_tensorflow():
+    result = run_fresh("""
+        import json, sys, warnings
+        import tf_patches
+        box = {"distribution": "tensorflow", "version": "2.16.1", "python_version": "3.11.7"}
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            first = tf_patches.apply_all(env=box)["py311_eager_op_leak"]
+            tf_patches.apply_all(env=box)
+        old_python = tf_patches.apply_all(env=dict(box, python_version="3.10.12"))
+        print(json.dumps({
+            "status": first.status, "reason": first.reason,
+            "warnings": [str(w.message) for w in caught
+                         if issubclass(w.category, tf_patches.errors.AdvisoryWarning)],
+            "tf_imported": "tensorflow" in sys.modules,
+        }))
+    """)
+    assert result["status"] == "advised"
+    assert "64 MB" in result["reason"] and "2.17" in result["reason"]
+    assert len(result["warnings"]) == 1 and "62551" in result["warnings"][0]
+    assert result["tf_imported"] is False
+
+
+def test_advisory_does_not_match_other_combinations():
+    report = tf_patches.apply_all(env={"distribution": "tensorflow", "version": "2.16.1",
+                                       "python_version": "3.10.12"})
+    assert report.status("py311_eager_op_leak") == "skipped"
+    assert "3.10.12" in report["py311_eager_op_leak"].reason

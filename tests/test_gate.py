@@ -119,3 +119,11 @@ def test_environment_round_trips_through_its_dict():
     again = Environment.from_dict({k: data[k] for k in ("distribution", "version", "cuda_version", "gpus")})
     assert again == described
     assert "RTX 4090 (cc 8.9)" in described.describe()
+
+
+def test_python_condition():
+    gate = Gate(versions="<2.17", python=">=3.11")
+    assert gate.check(env("2.16.1", python_version="3.11.7"))[0] is True
+    verdict, reason = gate.check(env("2.16.1", python_version="3.10.12"))
+    assert verdict is False and "3.10.12" in reason
+    assert gate.check(env("2.17.0", python_version="3.11.7"))[0] is False

@@ -6,16 +6,17 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from . import registry
 from .context import PatchContext
 from .environment import Environment, complete, detect
-from .errors import TfPatchesError, logger
+from .errors import AdvisoryWarning, TfPatchesError, logger
 from .options import core_options, resolve, warn_config
 from .registry import PatchSpec
-from .reporting import APPLIED, FAILED, PENDING, SKIPPED, Report, Row
+from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
 
 ASSUME_VARIABLE = "TF_PATCHES_ASSUME"
 _TF_MODULES = ("tensorflow", "tensorflow_core")  # TF 1.15–2.1 import their code as tensorflow_core
@@ -70,7 +71,7 @@ def apply_all(
         for spec in specs:
             state = _states.setdefault(spec.name, _State())
             if state.status in (APPLIED, PENDING):
-                continue
+                continue  # advisories are decided again: they depend only on the environment
             if options["only"] is not None and spec.name not in options["only"]:
                 state.status, state.reason = SKIPPED, "not selected (only= / TF_PATCHES_ONLY)"
                 continue
@@ -97,7 +98,9 @@ def _start(spec: PatchSpec, state: _State, env: Environment, options: Mapping[st
     except Exception as exc:
         _fail(state, "preparing", exc)
         return
-    if _tensorflow_imported():
+    if spec.advise is not None and verdict:  # decided without TF: say it now
+        _advise(spec, state, env)
+    elif _tensorflow_imported():
         _install(spec, state)
     else:
         state.status = PENDING
@@ -115,6 +118,9 @@ def _install(spec: PatchSpec, state: _State) -> None:
             ctx.revert()
             state.status, state.reason, state.ctx = SKIPPED, reason, None
             return
+    if spec.advise is not None:
+        _advise(spec, state, ctx.env)
+        return
     try:
         detail = spec.install(ctx)
     except Exception as exc:
@@ -123,6 +129,23 @@ def _install(spec: PatchSpec, state: _State) -> None:
     state.status = APPLIED
     state.reason = detail or spec.check(ctx.env, ctx.options)[1]
     logger.info("tf-patches: applied %s: %s", spec.name, state.reason)
+
+
+_advised = set()  # advisories already warned about in this process
+
+
+def _advise(spec: PatchSpec, state: _State, env: Environment) -> None:
+    state.ctx = None
+    try:
+        state.status, state.reason = ADVISED, spec.advise(env)
+    except Exception as exc:
+        _fail(state, "advising", exc)
+        return
+    if spec.name not in _advised:
+        _advised.add(spec.name)
+        message = f"tf-patches: {spec.title}: {state.reason} ({spec.issue_url})"
+        logger.info(message)  # the warning below is what users see; logging would repeat it
+        warnings.warn(message, AdvisoryWarning, stacklevel=4)
 
 
 def _fail(state: _State, stage: str, exc: BaseException) -> None:
@@ -176,9 +199,9 @@ def revert_all() -> Report:
     with _lock:
         for spec in reversed(registry.specs()):
             state = _states.get(spec.name)
-            if state is None or state.ctx is None:
+            if state is None or (state.ctx is None and state.status != ADVISED):
                 continue
-            errors = state.ctx.revert()
+            errors = state.ctx.revert() if state.ctx else []
             state.ctx = None
             state.status = SKIPPED
             state.reason = "reverted by revert_all()" + (f" with errors: {'; '.join(errors)}" if errors else "")

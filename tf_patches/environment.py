@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import platform
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Tuple
@@ -41,6 +42,7 @@ _KNOWN_KEYS = (
     "gpus",
     "nvidia_tensorflow_version",
     "tensorflow_installed",
+    "python_version",
 )
 
 
@@ -67,6 +69,7 @@ class Environment:
     gpus: Tuple[GPU, ...] = ()
     nvidia_tensorflow_version: Optional[str] = None
     tensorflow_installed: bool = True
+    python_version: str = field(default_factory=platform.python_version)
     complete: bool = False
     source: str = "detected"
     notes: Tuple[str, ...] = field(default=(), compare=False)
@@ -95,7 +98,8 @@ class Environment:
             raise ValueError(
                 f"unknown environment keys {unknown}; valid keys: {', '.join(_KNOWN_KEYS)}"
             )
-        for key in ("distribution", "version", "cuda_version", "cudnn_version", "nvidia_tensorflow_version"):
+        for key in ("distribution", "version", "cuda_version", "cudnn_version", "nvidia_tensorflow_version",
+                    "python_version"):
             if data.get(key) is not None and not isinstance(data[key], str):
                 raise TypeError(f"environment key {key!r} must be a string, got {data[key]!r}")
         distribution = data.get("distribution")
@@ -109,6 +113,7 @@ class Environment:
             gpus=gpus,
             nvidia_tensorflow_version=data.get("nvidia_tensorflow_version"),
             tensorflow_installed=bool(installed),
+            python_version=data.get("python_version") or platform.python_version(),
             complete=True,
             source="assumed",
         )

@@ -13,5 +13,9 @@ class ConfigWarning(TfPatchesWarning):
     """A ``TF_PATCHES_*`` environment variable or assume-file was invalid and was ignored."""
 
 
+class AdvisoryWarning(TfPatchesWarning):
+    """A known problem of this TensorFlow/Python combination that no patch fixes: the remedy."""
+
+
 class TfPatchesError(RuntimeError):
     """Raised in strict mode when a patch fails or a requested patch cannot apply."""

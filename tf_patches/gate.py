@@ -48,7 +48,7 @@ class Gate:
     ``versions`` is a packaging specifier set (``">=2.0"``); ``distributions`` limits the
     pip distributions (empty: any TensorFlow); ``nvidia_build`` requires (True) or excludes
     (False) NVIDIA's builds; ``requires_gpu`` needs at least one GPU; ``cuda`` is a specifier
-    on the build's CUDA version.
+    on the build's CUDA version; ``python`` one on the interpreter's version.
     """
 
     versions: str = ""
@@ -56,10 +56,11 @@ class Gate:
     nvidia_build: Optional[bool] = None
     requires_gpu: bool = False
     cuda: str = ""
+    python: str = ""
 
     def __post_init__(self) -> None:
         # A bad specifier is a bug in the patch module: fail when the registry loads, in tests.
-        for spec in (self.versions, self.cuda):
+        for spec in (self.versions, self.cuda, self.python):
             SpecifierSet(spec)
 
     def describe(self) -> str:
@@ -73,6 +74,8 @@ class Gate:
             parts.append("GPU")
         if self.cuda:
             parts.append("CUDA " + self.cuda)
+        if self.python:
+            parts.append("Python " + self.python)
         return ", ".join(parts)
 
     def check(self, env: "Environment") -> Verdict:
@@ -99,6 +102,10 @@ class Gate:
                 return False, f"cannot parse TensorFlow version {env.version!r}"
             if release not in SpecifierSet(self.versions):
                 return False, f"TensorFlow {env.version} is outside {self.versions}"
+        if self.python:
+            python = parse_version(env.python_version)
+            if python is None or python not in SpecifierSet(self.python):
+                return False, f"Python {env.python_version} is outside {self.python}"
         if self.requires_gpu or self.cuda:
             if not env.complete:
                 return None, "GPU and CUDA facts are known once TensorFlow is imported"

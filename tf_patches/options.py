@@ -102,7 +102,7 @@ def warn_config(variable: str, value: str, problem: str) -> None:
         return
     _warned.add((variable, value))
     message = f"tf-patches: ignoring {variable}={value!r}: {problem}"
-    logger.warning(message)
+    logger.info(message)  # the warning below is what users see; logging would repeat it
     warnings.warn(message, ConfigWarning, stacklevel=3)
 
 

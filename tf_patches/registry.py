@@ -11,7 +11,13 @@ from .environment import Environment
 from .gate import Gate, Verdict
 from .options import Option
 
-PATCH_MODULES: Tuple[str, ...] = ("seed_kernel_cache", "op_determinism", "rfft_guard", "graph_growth_guard")
+PATCH_MODULES: Tuple[str, ...] = (
+    "seed_kernel_cache",
+    "op_determinism",
+    "rfft_guard",
+    "graph_growth_guard",
+    "py311_eager_op_leak",
+)
 
 
 def _nothing(*_args: Any) -> None:
@@ -28,10 +34,14 @@ class PatchSpec:
     precondition: Callable[[Environment, Mapping[str, Any]], Optional[str]]
     prepare: Callable[..., None]
     install: Callable[..., Optional[str]]
+    # An advisory patches nothing: when its gate matches, the report and a warning give this advice.
+    advise: Optional[Callable[[Environment], str]] = None
 
     @classmethod
     def from_module(cls, module: ModuleType) -> "PatchSpec":
-        missing = [attr for attr in ("NAME", "TITLE", "ISSUE_URL", "GATE", "install") if not hasattr(module, attr)]
+        missing = [attr for attr in ("NAME", "TITLE", "ISSUE_URL", "GATE") if not hasattr(module, attr)]
+        if not (hasattr(module, "install") or hasattr(module, "advise")):
+            missing.append("install (or advise, for an advisory)")
         if missing:
             raise TypeError(f"patch module {module.__name__} lacks {', '.join(missing)}")
         return cls(
@@ -42,7 +52,8 @@ class PatchSpec:
             options=tuple(getattr(module, "OPTIONS", ())),
             precondition=getattr(module, "precondition", _nothing),
             prepare=getattr(module, "prepare", _nothing),
-            install=module.install,
+            install=getattr(module, "install", _nothing),
+            advise=getattr(module, "advise", None),
         )
 
     def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:

@@ -12,7 +12,8 @@ APPLIED = "applied"
 PENDING = "pending"
 SKIPPED = "skipped"
 FAILED = "failed"
-STATUSES = (APPLIED, PENDING, SKIPPED, FAILED)
+ADVISED = "advised"  # an advisory whose gate matched: nothing patched, the user is told what to do
+STATUSES = (APPLIED, PENDING, SKIPPED, FAILED, ADVISED)
 
 
 @dataclass(frozen=True)
