@@ -16,6 +16,11 @@ PATCH_MODULES: Tuple[str, ...] = (
     "op_determinism",
     "rfft_guard",
     "graph_growth_guard",
+    "custom_gradient_registry",
+    "from_generator_release",
+    "v1_graph_seed",
+    "eager_py_function",
+    "keras2_predict_loop",
     "py311_eager_op_leak",
 )
 
