@@ -1,12 +1,283 @@
-"""Placeholder: being written (see the issue for op_determinism)."""
+"""Repeatable runs in one call: seeds, and the determinism switch this TensorFlow version reads.
 
-from ..gate import Gate
+Seeds are not enough for repeatable training: cuDNN and other GPU kernels pick fast algorithms
+whose floating-point sums change order from run to run, unless told otherwise. Each TensorFlow
+release band reads a different switch (TF issue 18096; shared/seeds/002_dc1b71f2406753a1.txt):
+``TF_CUDNN_DETERMINISTIC`` in 1.14–2.0, ``TF_DETERMINISTIC_OPS`` in 2.1–2.7 (plus
+``TF_CUDNN_USE_FRONTEND`` in 2.5–2.7, TF issue 53771), ``enable_op_determinism()`` from 2.8.
+TF's C++ reads those variables once, at the first op that asks, so they are set before
+``import tensorflow`` when ``apply_all`` runs first; set later, they may come too late, and the
+report says so. PyTorch gets its own switches whenever it is imported, before or after.
+
+Seeded: Python's ``random``, NumPy's global generator, TF's global seed, Keras (its own
+``set_random_seed`` when imported) and PyTorch. Revert restores TF's global seed, op determinism
+and PyTorch's flags; the Python, NumPy and PyTorch streams stay seeded (a stream cannot be
+unseeded). Not covered: ``PYTHONHASHSEED`` (read at interpreter start-up) and ops TF itself knows
+to be non-deterministic on GPU (listed in the report for the detected version).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import sys
+from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from ..context import PatchContext, tf_module
+from ..environment import Environment
+from ..errors import logger
+from ..gate import Gate, parse_version
+from ..options import Option, flag, integer
 
 NAME = "op_determinism"
-TITLE = "(in progress)"
-ISSUE_URL = ""
-GATE = Gate(versions="<0")
+TITLE = "Repeatable runs: seeds, and the determinism switch each TensorFlow version reads"
+ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/18096"
+GATE = Gate(versions=">=1.14")  # TF_CUDNN_DETERMINISTIC, the first switch, came with 1.14
+OPTIONS = (
+    Option("deterministic", "TF_PATCHES_DETERMINISTIC", flag, False,
+           "1: repeatable runs: seed everything and turn on the determinism switch this TF "
+           "version reads (and PyTorch's); slower on GPUs."),
+    Option("seed", "TF_PATCHES_SEED", integer, None,
+           f"The seed used with deterministic=1 (0 to {2**32 - 1}; default 0)."),
+)
+
+DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
+MAX_SEED = 2**32 - 1  # NumPy's global generator takes no larger seed
+
+TF_CUDNN_DETERMINISTIC = "TF_CUDNN_DETERMINISTIC"
+TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
+TF_CUDNN_USE_FRONTEND = "TF_CUDNN_USE_FRONTEND"
+CUBLAS_WORKSPACE_CONFIG = "CUBLAS_WORKSPACE_CONFIG"
+CUBLAS_WORKSPACE = ":4096:8"  # PyTorch's reproducibility notes: cuBLAS deterministic, CUDA ≥ 10.2
+API_FROM = Version("2.8")  # tf.config.experimental.enable_op_determinism
+
+# Ops still non-deterministic on a GPU with the switch on, by stock TF version, as
+# (op, versions where it is, versions where TF raises UnimplementedError instead of running it).
+# Sources: NVIDIA framework-reproducibility, tensorflow_status.md (commit 20e6d76); TF 2.8 release
+# notes; TF PR 53465 (from 2.8, every op TF knows to be non-deterministic raises); the XLA MaxPool
+# message is in the 2.12.1 and 2.21.0 binaries (TF issue 69417). NGC builds fix some ops earlier.
+KNOWN_GPU_GAPS: Tuple[Tuple[str, str, str], ...] = (
+    ("tf.nn.bias_add backprop (needs NVIDIA's tfdeterminism.patch)", "<2.1", ""),
+    ("XLA reductions", "<2.2", ""),
+    ("tf.image.resize backprop (bilinear)", "<2.4", ""),
+    ("tf.nn.softmax_cross_entropy_with_logits", "<2.6", ""),
+    ("tf.nn.ctc_loss backprop", "<2.6", ""),
+    ("tf.nn.sparse_softmax_cross_entropy_with_logits", "<2.7", ">=2.6"),
+    ("segment reductions (tf.math.segment_*, unsorted_segment_*, so tf.gather backprop)",
+     "<2.7", ">=2.5"),
+    ("tf.image.crop_and_resize backprop", "", ">=2.6"),
+    ("tf.sparse.sparse_dense_matmul", "", ">=2.6"),
+    ("tf.image.resize backprop (nearest, UpSampling2D's default)", "", ">=2.7"),
+    ("tf.image.adjust_contrast", "", ">=2.7"),
+    ("tf.nn.depthwise_conv2d backprop to the filter", "", ">=2.7"),
+    ("fused batch norm backprop with training=False", "", ">=2.7"),
+    ("MaxPool gradients under XLA", ">=2.12", ">=2.12"),
+)
 
 
-def install(ctx):
-    raise NotImplementedError
+def environment_switches(env: Environment) -> Dict[str, str]:
+    """The variables that turn determinism on in ``env``'s TF version (none from 2.8: an API).
+
+    NVIDIA's tensorflow_status.md: ``TF_CUDNN_DETERMINISTIC`` for stock 1.14–2.0,
+    ``TF_DETERMINISTIC_OPS`` for 2.1+ and for NGC builds; ``TF_CUDNN_USE_FRONTEND=1`` from 2.5
+    until 2.8 made cuDNN's algorithm choice deterministic again (TF issue 53771).
+    """
+    version = parse_version(env.version)
+    if version is None or version >= API_FROM:
+        return {}
+    if version < Version("2.1"):
+        switches = {TF_CUDNN_DETERMINISTIC: "1"}
+        if env.nvidia_build:
+            switches[TF_DETERMINISTIC_OPS] = "1"
+        return switches
+    switches = {TF_DETERMINISTIC_OPS: "1"}
+    if version >= Version("2.5"):
+        switches[TF_CUDNN_USE_FRONTEND] = "1"
+    return switches
+
+
+def uses_api(env: Environment) -> bool:
+    """True from 2.8, where ``enable_op_determinism()`` replaces the variables."""
+    version = parse_version(env.version)
+    return version is not None and version >= API_FROM
+
+
+def known_gpu_gaps(env: Environment) -> Tuple[List[str], List[str]]:
+    """Ops of ``KNOWN_GPU_GAPS`` in ``env``'s TF version: (those running non-deterministically
+    without a word, those for which TF raises ``UnimplementedError`` instead)."""
+    version = parse_version(env.version)
+    silent: List[str] = []
+    raising: List[str] = []
+    if version is None:
+        return silent, raising
+    for op, affected, raises in KNOWN_GPU_GAPS:
+        if version in SpecifierSet(affected):
+            (raising if raises and version in SpecifierSet(raises) else silent).append(op)
+    return silent, raising
+
+
+def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
+    if not options.get("deterministic"):
+        return ("off: determinism slows GPU kernels, so it is opt-in "
+                "(deterministic=True or TF_PATCHES_DETERMINISTIC=1)")
+    return None
+
+
+def prepare(ctx: PatchContext) -> None:
+    seed = _seed(ctx.options)
+    # Set only while they can still work; install() sets any missing one and says it came late.
+    if "tensorflow" not in sys.modules:
+        for variable, value in environment_switches(ctx.env).items():
+            ctx.set_environ(variable, value)
+    if _installed("torch"):
+        _prepare_torch(ctx, seed)
+
+
+def install(ctx: PatchContext) -> str:
+    seed = _seed(ctx.options)
+    switches = environment_switches(ctx.env)
+    late = [variable for variable, value in switches.items() if os.environ.get(variable) != value]
+    for variable in late:
+        ctx.set_environ(variable, switches[variable])
+    if uses_api(ctx.env):
+        _enable_op_determinism(ctx)
+        switch = "enable_op_determinism() on"
+    elif late:
+        switch = (f"{_assignments(switches)}, but {', '.join(late)} only after "
+                  "`import tensorflow`: TF reads each once, at the first op that asks, so it works "
+                  "only if none ran yet; call apply_all() before importing TensorFlow")
+    else:
+        switch = f"{_assignments(switches)} before `import tensorflow`"
+    seeded = _seed_everything(ctx, seed)
+    default = ""
+    if ctx.options.get("seed") is None:
+        default = " (the default; choose with seed= or TF_PATCHES_SEED)"
+    parts = [switch, f"seed {seed}{default} for {', '.join(seeded)}", _torch_state()]
+    silent, raising = known_gpu_gaps(ctx.env)
+    if silent:
+        parts.append(f"still non-deterministic on GPU in TF {ctx.env.version}: {', '.join(silent)}")
+    if raising:
+        parts.append(f"no deterministic GPU kernel, so TF raises UnimplementedError on GPU for: "
+                     f"{', '.join(raising)}")
+    return "; ".join(part for part in parts if part)
+
+
+def _assignments(switches: Mapping[str, str]) -> str:
+    return ", ".join(f"{variable}={value}" for variable, value in switches.items())
+
+
+def _seed(options: Mapping[str, Any]) -> int:
+    seed = options.get("seed")
+    if seed is None:
+        return DEFAULT_SEED
+    if not 0 <= seed <= MAX_SEED:
+        raise ValueError(f"seed {seed} is outside 0..{MAX_SEED} (NumPy's range)")
+    return seed
+
+
+def _installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):  # a module in sys.modules without __spec__
+        return name in sys.modules
+
+
+def _enable_op_determinism(ctx: PatchContext) -> None:
+    config = tf_module("python.framework.config")  # disable_op_determinism is not exported
+    if not config.is_op_determinism_enabled():
+        config.enable_op_determinism()
+        ctx.on_revert("op determinism", config.disable_op_determinism)
+
+
+def _seed_everything(ctx: PatchContext, seed: int) -> List[str]:
+    """Seed Python, NumPy, TF and an imported Keras; return what was seeded."""
+    import numpy
+
+    random.seed(seed)
+    numpy.random.seed(seed)
+    context = tf_module("python.eager.context")
+    previous = context.global_seed()
+    tf_module("python.framework.random_seed").set_random_seed(seed)
+    ctx.on_revert("TensorFlow global seed", lambda: context.set_global_seed(previous))
+    seeded = ["random", "NumPy", "TensorFlow"]
+    # An imported Keras holds generator state of its own; one imported later derives it from
+    # the seeds above.
+    for name in ("keras", "tf_keras"):
+        utils = getattr(sys.modules.get(name), "utils", None)
+        set_random_seed = getattr(utils, "set_random_seed", None)
+        if set_random_seed is not None:
+            set_random_seed(seed)
+            seeded.append(name)
+    return seeded
+
+
+def _prepare_torch(ctx: PatchContext, seed: int) -> None:
+    """cuBLAS reads CUBLAS_WORKSPACE_CONFIG when PyTorch starts CUDA; the rest is set now if
+    torch is imported, else when it is."""
+    torch = sys.modules.get("torch")
+    cuda_started = torch is not None and torch.cuda.is_initialized()
+    if CUBLAS_WORKSPACE_CONFIG not in os.environ and not cuda_started:
+        ctx.set_environ(CUBLAS_WORKSPACE_CONFIG, CUBLAS_WORKSPACE)
+    if torch is not None:
+        _make_torch_deterministic(ctx, torch, seed)
+    else:
+        _on_import(ctx, "torch", lambda module: _make_torch_deterministic(ctx, module, seed))
+
+
+def _make_torch_deterministic(ctx: PatchContext, torch: Any, seed: int) -> None:
+    cudnn = torch.backends.cudnn
+    previous = (cudnn.deterministic, cudnn.benchmark, torch.are_deterministic_algorithms_enabled(),
+                torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.manual_seed(seed)  # every device
+    cudnn.deterministic, cudnn.benchmark = True, False
+    torch.use_deterministic_algorithms(True)
+
+    def undo() -> None:
+        cudnn.deterministic, cudnn.benchmark = previous[0], previous[1]
+        torch.use_deterministic_algorithms(previous[2], warn_only=previous[3])
+
+    ctx.on_revert("PyTorch determinism flags", undo)
+
+
+def _torch_state() -> str:
+    """PyTorch's part, as it stands now (its hook may run later than this report)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return "PyTorch: switches set when it is imported" if _installed("torch") else ""
+    on = (torch.are_deterministic_algorithms_enabled() and torch.backends.cudnn.deterministic
+          and not torch.backends.cudnn.benchmark)
+    state = "PyTorch: seeded, deterministic algorithms and cuDNN" if on else "PyTorch: not switched"
+    if torch.cuda.is_initialized() and CUBLAS_WORKSPACE_CONFIG not in os.environ:
+        state += (f" ({CUBLAS_WORKSPACE_CONFIG} unset: CUDA had started before apply_all(), "
+                  "so cuBLAS may stay non-deterministic)")
+    return state
+
+
+def _on_import(ctx: PatchContext, module_name: str, apply: Callable[[Any], None]) -> None:
+    """Run ``apply(module)`` once ``module_name`` is imported, from a wrapt post-import hook that
+    never lets an exception reach the importer; revert disarms it (wrapt cannot unregister)."""
+    import wrapt
+
+    armed = True
+
+    def hook(module: Any) -> None:
+        nonlocal armed
+        if not armed:
+            return
+        armed = False
+        try:
+            apply(module)
+        except Exception as exc:
+            logger.warning("tf-patches: %s: setting up %s failed: %s: %s",
+                           NAME, module_name, type(exc).__name__, exc)
+
+    def disarm() -> None:
+        nonlocal armed
+        armed = False
+
+    wrapt.register_post_import_hook(hook, module_name)
+    ctx.on_revert(f"hook on `import {module_name}`", disarm)

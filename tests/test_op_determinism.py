@@ -1,0 +1,275 @@
+"""op_determinism on real TensorFlow (and PyTorch's CPU build): repeatable training across fresh
+processes, the switch each version band reads, TF's own errors once determinism is on, PyTorch in
+every import order, and nothing at all by default."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import os
+import random
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import tf_patches
+from tf_patches.context import PatchContext, tf_module
+from tf_patches.environment import Environment
+from tf_patches.patches import op_determinism
+
+from .fresh import run_fresh
+
+NAME = "op_determinism"
+SEED = 1234
+HAVE_TORCH = importlib.util.find_spec("torch") is not None
+TF_VARIABLES = (op_determinism.TF_CUDNN_DETERMINISTIC, op_determinism.TF_DETERMINISTIC_OPS,
+                op_determinism.TF_CUDNN_USE_FRONTEND)
+VARIABLES = TF_VARIABLES + (op_determinism.CUBLAS_WORKSPACE_CONFIG,)
+
+# A convolution, a dense layer, Adam (state), a tf.data pipeline that shuffles and batches. The
+# data are fixed; the seeds only reach initial weights and shuffling, so only the patch decides.
+TRAIN = """
+    import hashlib, json, os, sys
+    import tf_patches
+    for step in {steps!r}:
+        if step == "apply":
+            tf_patches.apply_all({keywords})
+        else:
+            __import__(step)
+    import numpy as np
+    import tensorflow as tf
+    from tf_patches.context import tf_module
+    x = np.random.default_rng(0).random((256, 8, 8, 1), dtype=np.float32)
+    y = (x.mean(axis=(1, 2, 3)) > 0.5).astype(np.float32)
+    data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(32)
+    model = tf.keras.Sequential([
+        tf.keras.Input((8, 8, 1)),
+        tf.keras.layers.Conv2D(4, 3, activation="relu"),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(1),
+    ])
+    model.compile(optimizer=tf.keras.optimizers.Adam(0.01),
+                  loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
+    model.fit(data, epochs=3, verbose=0)
+    row = tf_patches.report()["op_determinism"]
+    out = {{
+        "weights": hashlib.sha256(b"".join(w.tobytes() for w in model.get_weights())).hexdigest(),
+        "status": row.status,
+        "reason": row.reason,
+        "op_determinism": tf_module("python.framework.config").is_op_determinism_enabled(),
+        "cublas": os.environ.get("CUBLAS_WORKSPACE_CONFIG"),
+    }}
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        out["torch"] = {{
+            "flags": [torch.are_deterministic_algorithms_enabled(),
+                      torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark],
+            "initial_seed": torch.initial_seed(),
+            "draws": torch.rand(3).tolist(),
+        }}
+    print(json.dumps(out))
+"""
+
+
+def _train(steps, keywords="", env=None):
+    if not HAVE_TORCH:
+        steps = tuple(step for step in steps if step != "torch")
+    clean = dict.fromkeys(VARIABLES)  # None: removed, whatever the caller's environment holds
+    return run_fresh(TRAIN.format(steps=steps, keywords=keywords), env={**clean, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def runs():
+    """Three fresh trainings side by side: the same seed given two ways, with torch imported
+    after and before apply_all; and a control with another seed, torch imported after TF."""
+    jobs = {
+        "keywords": (("apply", "torch", "tensorflow"), f"deterministic=True, seed={SEED}", None),
+        "variables": (("torch", "apply", "tensorflow"), "",
+                      {"TF_PATCHES_DETERMINISTIC": "1", "TF_PATCHES_SEED": str(SEED)}),
+        "control": (("apply", "tensorflow", "torch"), f"deterministic=True, seed={SEED + 1}", None),
+    }
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {name: pool.submit(_train, *job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+def test_the_same_seed_trains_bit_identical_weights_in_fresh_processes(runs):
+    first, second = runs["keywords"], runs["variables"]
+    assert first["status"] == second["status"] == "applied", (first["reason"], second["reason"])
+    assert first["op_determinism"] and second["op_determinism"]
+    assert first["weights"] == second["weights"]
+
+
+def test_another_seed_trains_other_weights(runs):
+    assert runs["control"]["status"] == "applied"
+    assert runs["control"]["weights"] != runs["keywords"]["weights"]
+
+
+@pytest.mark.skipif(not HAVE_TORCH, reason="torch not installed (pip install torch==2.13.0: CPU)")
+def test_torch_is_switched_whichever_is_imported_first(runs):
+    for name, run in runs.items():
+        assert run["torch"]["flags"] == [True, True, False], name
+        assert run["cublas"] == op_determinism.CUBLAS_WORKSPACE, name
+        assert "PyTorch" in run["reason"], name
+    assert runs["keywords"]["torch"]["initial_seed"] == SEED
+    assert runs["keywords"]["torch"]["draws"] == runs["variables"]["torch"]["draws"]
+    assert runs["control"]["torch"]["initial_seed"] == SEED + 1
+
+
+def test_importing_the_patch_imports_nothing_heavy():
+    loaded = run_fresh("""
+        import json, sys
+        import tf_patches.patches.op_determinism
+        print(json.dumps([name for name in ("tensorflow", "torch", "numpy") if name in sys.modules]))
+    """)
+    assert loaded == []
+
+
+def _env(version, **more):
+    return Environment.from_dict({"distribution": "tensorflow", "version": version, **more})
+
+
+@pytest.mark.parametrize("version, nvidia, variables, api", [
+    ("1.14.0", False, {"TF_CUDNN_DETERMINISTIC": "1"}, False),
+    ("1.15.5+nv22.12", True, {"TF_CUDNN_DETERMINISTIC": "1", "TF_DETERMINISTIC_OPS": "1"}, False),
+    ("2.0.4", False, {"TF_CUDNN_DETERMINISTIC": "1"}, False),
+    ("2.1.0", False, {"TF_DETERMINISTIC_OPS": "1"}, False),
+    ("2.4.4", False, {"TF_DETERMINISTIC_OPS": "1"}, False),
+    ("2.5.0", False, {"TF_DETERMINISTIC_OPS": "1", "TF_CUDNN_USE_FRONTEND": "1"}, False),
+    ("2.7.4", False, {"TF_DETERMINISTIC_OPS": "1", "TF_CUDNN_USE_FRONTEND": "1"}, False),
+    ("2.8.0rc0", False, {}, True),
+    ("2.21.0", False, {}, True),
+])
+def test_each_version_band_gets_its_own_switch(version, nvidia, variables, api):
+    env = _env(version, **({"distribution": "nvidia-tensorflow"} if nvidia else {}))
+    assert op_determinism.GATE.check(env)[0] is True
+    assert op_determinism.environment_switches(env) == variables
+    assert op_determinism.uses_api(env) is api
+
+
+def test_versions_before_the_first_switch_are_skipped():
+    verdict, reason = op_determinism.GATE.check(_env("1.13.2"))
+    assert verdict is False and ">=1.14" in reason
+
+
+def test_the_report_lists_the_gpu_gaps_of_the_version():
+    silent, raising = op_determinism.known_gpu_gaps(_env("2.4.0"))
+    assert any("segment" in op for op in silent) and any("crop_and_resize" in op for op in silent)
+    assert not raising
+    silent, raising = op_determinism.known_gpu_gaps(_env("2.6.0"))
+    assert any("segment" in op for op in raising) and any("crop_and_resize" in op for op in raising)
+    silent, raising = op_determinism.known_gpu_gaps(_env("2.21.0"))
+    assert not silent, "from 2.8 TF raises for every op it knows to be non-deterministic"
+    assert not any("segment" in op for op in raising)  # deterministic kernels since 2.7
+
+
+@pytest.fixture
+def no_switches():
+    """None of the variables set, and TF's cached reading of TF_DETERMINISTIC_OPS already taken
+    while unset, so setting it in this process cannot turn determinism on for later tests."""
+    saved = {name: os.environ.pop(name) for name in VARIABLES if name in os.environ}
+    config = tf_module("python.framework.config")
+    assert not config.is_op_determinism_enabled()
+    yield config
+    os.environ.update(saved)
+
+
+def test_an_older_band_gets_its_variables_and_is_told_they_came_late(tf, no_switches):
+    context = tf_module("python.eager.context")
+    seed_before = context.global_seed()
+    report = tf_patches.apply_all(deterministic=True, seed=7, only=[NAME], env=_env("2.6.0"))
+    reason = report[NAME].reason
+    assert report.status(NAME) == "applied", reason
+    assert os.environ["TF_DETERMINISTIC_OPS"] == os.environ["TF_CUDNN_USE_FRONTEND"] == "1"
+    assert "only after `import tensorflow`" in reason
+    assert "non-deterministic on GPU in TF 2.6.0" in reason
+    assert "raises UnimplementedError" in reason
+    assert context.global_seed() == 7
+    assert not no_switches.is_op_determinism_enabled()  # 2.6's switch is the variable, not the API
+    tf_patches.revert_all()
+    assert not any(name in os.environ for name in TF_VARIABLES)
+    assert context.global_seed() == seed_before
+
+
+def test_with_determinism_on_tf_raises_its_own_errors(tf, no_switches):
+    report = tf_patches.apply_all(deterministic=True, seed=SEED, only=[NAME])
+    assert report.status(NAME) == "applied", report[NAME].reason
+    assert "enable_op_determinism() on" in report[NAME].reason
+    assert not any(name in os.environ for name in TF_VARIABLES)  # 2.8+: the API, no variables
+    assert no_switches.is_op_determinism_enabled()
+    with pytest.raises(tf.errors.FailedPreconditionError, match="determinism"):
+        tf.timestamp()  # a timestamp is a common hidden seed
+    with tf.Graph().as_default():  # a TF1-style graph has no seed of its own
+        with pytest.raises(RuntimeError, match="require a seed"):
+            tf.random.uniform([])
+    tf_patches.revert_all()
+    assert not no_switches.is_op_determinism_enabled()
+    tf.timestamp()
+
+
+def test_off_by_default_changes_nothing(tf, no_switches):
+    context = tf_module("python.eager.context")
+    seed_before, state_before = context.global_seed(), random.getstate()
+    report = tf_patches.apply_all(only=[NAME])
+    assert report.status(NAME) == "skipped"
+    assert "opt-in" in report[NAME].reason
+    assert not any(name in os.environ for name in VARIABLES)
+    assert not no_switches.is_op_determinism_enabled()
+    assert context.global_seed() == seed_before and random.getstate() == state_before
+
+
+def test_a_seed_numpy_cannot_take_fails_the_patch(tf, no_switches):
+    report = tf_patches.apply_all(deterministic=True, seed=-1, only=[NAME])
+    assert report.status(NAME) == "failed"
+    assert "seed -1" in report[NAME].reason
+    assert not no_switches.is_op_determinism_enabled()
+
+
+def test_torch_flags_come_back_on_revert(tf, no_switches):
+    torch = pytest.importorskip("torch")
+    cudnn = torch.backends.cudnn
+
+    def flags():
+        return torch.are_deterministic_algorithms_enabled(), cudnn.deterministic, cudnn.benchmark
+
+    before = flags()
+    report = tf_patches.apply_all(deterministic=True, seed=SEED, only=[NAME])
+    assert "PyTorch: seeded" in report[NAME].reason
+    assert flags() == (True, True, False)
+    assert torch.initial_seed() == SEED
+    tf_patches.revert_all()
+    assert flags() == before
+
+
+@pytest.fixture
+def probe_module(tmp_path, monkeypatch):
+    """A module not imported yet, for post-import hooks."""
+    name = f"tfp_probe_{uuid.uuid4().hex}"  # wrapt keeps hooks by name for good: never reuse one
+    (tmp_path / f"{name}.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_a_failing_import_hook_never_breaks_the_import(probe_module, caplog):
+    ctx = PatchContext(NAME, _env("2.21.0"), {})
+
+    def fail(module):
+        raise RuntimeError("boom")
+
+    op_determinism._on_import(ctx, probe_module, fail)
+    with caplog.at_level(logging.WARNING, logger="tf_patches"):
+        assert importlib.import_module(probe_module).VALUE == 1
+    assert "boom" in caplog.text
+
+
+def test_a_reverted_import_hook_does_nothing(probe_module):
+    ctx = PatchContext(NAME, _env("2.21.0"), {})
+    seen = []
+    op_determinism._on_import(ctx, probe_module, seen.append)
+    ctx.revert()
+    importlib.import_module(probe_module)
+    assert seen == []
