@@ -11,21 +11,26 @@ NEWEST_TF="${TF_PATCHES_NEWEST_TF:-2.21.0}"
 OLDEST_TF="${TF_PATCHES_OLDEST_TF:-2.12.1}"
 PYTHON="${PYTHON:-python3}"
 # Tests that must pass on the oldest TF too: gates, engine, and the patches gated on it.
-OLDEST_TESTS=(tests/test_gate.py tests/test_engine.py tests/test_seed_kernel_cache.py)
+OLDEST_TESTS=(tests/test_gate.py tests/test_engine.py tests/test_seed_kernel_cache.py tests/test_op_determinism.py)
+# PyTorch's CPU build, for op_determinism's PyTorch part (newest leg only: torch 2.13 needs a
+# typing-extensions newer than TF 2.12 accepts, so the oldest leg deselects the torch tests).
+TORCH="torch==2.13.0"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
-# venv DIR TF_VERSION: create or refresh a virtual environment with tensorflow-cpu==TF_VERSION and
-# this package (editable) with its test extras; skipped when nothing it depends on changed.
+# venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with
+# tensorflow-cpu==TF_VERSION, this package (editable) with its test extras, and EXTRA packages;
+# skipped when nothing it depends on changed.
 venv() {
   local dir="$1" tf="$2"
+  shift 2
   local stamp
-  stamp="$tf $(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
+  stamp="$tf $* $(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
   if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.tf-patches-stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
   echo "== setting up $dir (tensorflow-cpu==$tf)" >&2
   [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
-  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$tf" -e ".[test]" \
+  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$tf" -e ".[test]" "$@" \
       > "$dir/pip.log" 2>&1; then
     cat "$dir/pip.log" >&2
     exit 1
@@ -40,21 +45,21 @@ pytest_run() {  # pytest_run VENV ARGS...: exit status 5 (no tests collected) is
 
 case "${1:-}" in
   report)
-    venv .venv "$NEWEST_TF"
+    venv .venv "$NEWEST_TF" "$TORCH"
     shift
     .venv/bin/tf-patches report "$@"
     ;;
   test)
-    venv .venv "$NEWEST_TF"
+    venv .venv "$NEWEST_TF" "$TORCH"
     venv .venv-oldest "$OLDEST_TF"
     shift
     echo "== tests on tensorflow-cpu $NEWEST_TF"
     pytest_run .venv "$@"
     echo "== version-sensitive tests on tensorflow-cpu $OLDEST_TF"
-    pytest_run .venv-oldest "${OLDEST_TESTS[@]}" "$@"
+    pytest_run .venv-oldest "${OLDEST_TESTS[@]}" -k "not torch" "$@"
     ;;
   bench)
-    venv .venv "$NEWEST_TF"
+    venv .venv "$NEWEST_TF" "$TORCH"
     for script in benchmarks/*.py; do
       echo "== $script"
       .venv/bin/python "$script"
