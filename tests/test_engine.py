@@ -291,3 +291,25 @@ def test_advisory_does_not_match_other_combinations():
                                        "python_version": "3.10.12"})
     assert report.status("py311_eager_op_leak") == "skipped"
     assert "3.10.12" in report["py311_eager_op_leak"].reason
+
+
+GPU_BOX = {"distribution": "tensorflow", "cuda_version": "11.2",
+           "gpus": [{"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}]}
+
+
+@pytest.mark.parametrize("version, expected", [("2.5.0", "advised"), ("2.12.0", "advised")])
+def test_gpu_gaps_advisory_names_the_ops_of_the_version(version, expected):
+    report = tf_patches.apply_all(env=dict(GPU_BOX, version=version))
+    row = report["gpu_nondeterministic_ops"]
+    assert row.status == expected, row.reason
+    silent, _, raising = row.reason.partition("raises")
+    if version == "2.5.0":  # before 2.6 TF ran crop_and_resize's gradient silently
+        assert "crop_and_resize" in silent and "segment" in raising
+    else:
+        assert "crop_and_resize" in raising and "MaxPool" in raising
+
+
+def test_gpu_gaps_advisory_is_silent_without_a_gpu():
+    report = tf_patches.apply_all(env={"distribution": "tensorflow", "version": "2.5.0"})
+    assert report.status("gpu_nondeterministic_ops") == "skipped"
+    assert "GPU" in report["gpu_nondeterministic_ops"].reason

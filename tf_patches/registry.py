@@ -22,6 +22,7 @@ PATCH_MODULES: Tuple[str, ...] = (
     "eager_py_function",
     "keras2_predict_loop",
     "py311_eager_op_leak",
+    "gpu_nondeterministic_ops",
 )
 
 

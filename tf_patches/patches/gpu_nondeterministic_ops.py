@@ -1,0 +1,36 @@
+"""Advisory: ops known to stay non-deterministic on a GPU in this TensorFlow version.
+
+Determinism switches (see ``op_determinism``) do not cover every GPU kernel; which ones are left
+depends on the version. The table, with its sources, lives in ``op_determinism.KNOWN_GPU_GAPS``:
+this entry tells users of a GPU machine what a seed and the switch will not make repeatable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from ..environment import Environment
+from ..gate import Gate
+from .op_determinism import known_gpu_gaps
+
+NAME = "gpu_nondeterministic_ops"
+TITLE = "Advisory: GPU ops that stay non-deterministic in this TensorFlow version"
+ISSUE_URL = "https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow_status.md"
+GATE = Gate(versions=">=1.14", requires_gpu=True)
+
+
+def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
+    silent, raising = known_gpu_gaps(env)
+    if not silent and not raising:
+        return f"no GPU op known to stay non-deterministic in TensorFlow {env.version}"
+    return None
+
+
+def advise(env: Environment) -> str:
+    silent, raising = known_gpu_gaps(env)
+    parts = []
+    if silent:
+        parts.append(f"non-deterministic on GPU even with determinism on: {', '.join(silent)}")
+    if raising:
+        parts.append(f"with determinism on, TF raises UnimplementedError on GPU for: {', '.join(raising)}")
+    return f"TensorFlow {env.version}: " + "; ".join(parts) + " (avoid them, or run them on the CPU)"
