@@ -16,11 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 _BASE_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "PYTHONPATH": str(ROOT), "PYTHONHASHSEED": "random"}
 
 
-def run_fresh(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 300) -> Any:
-    """Run ``code`` with ``python -c`` in a fresh process; return ``json.loads`` of its last line.
-
-    ``env`` adds to (or, with a value of None, removes from) a copy of this process's environment.
-    """
+def fresh_env(env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
+    """A copy of this process's environment without ``TF_PATCHES_*`` settings, with ``env`` added
+    (a value of None removes the variable)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith("TF_PATCHES_")}
     full_env.update(_BASE_ENV)
     for key, value in (env or {}).items():
@@ -28,9 +26,17 @@ def run_fresh(code: str, env: Optional[Dict[str, str]] = None, timeout: float = 
             full_env.pop(key, None)
         else:
             full_env[key] = value
+    return full_env
+
+
+def run_fresh(code: str, env: Optional[Dict[str, Optional[str]]] = None, timeout: float = 300) -> Any:
+    """Run ``code`` with ``python -c`` in a fresh process; return ``json.loads`` of its last line.
+
+    ``env`` adds to (or, with a value of None, removes from) a copy of this process's environment.
+    """
     proc = subprocess.run(
         [sys.executable, "-c", textwrap.dedent(code)],
-        env=full_env,
+        env=fresh_env(env),
         capture_output=True,
         text=True,
         timeout=timeout,

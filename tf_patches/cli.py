@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import sys
 from typing import Dict, List, Optional
 
@@ -30,15 +31,19 @@ def _report(args: argparse.Namespace) -> int:
             import tensorflow  # noqa: F401
         except ImportError:
             pass
+    from .allocator import describe_loaded
     from .engine import report
 
     result = report()
-    print(result.to_json() if args.json else result)
+    if args.json:
+        print(json.dumps({**result.to_dict(), "allocator": describe_loaded()}, indent=2))
+    else:
+        print(f"{result}\nallocator: {describe_loaded()}")
     return 0
 
 
 # Sub-command name -> module (kept out of this file so each feature stays in its own module).
-COMMANDS: Dict[str, str] = {}
+COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply"}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

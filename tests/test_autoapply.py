@@ -1,0 +1,236 @@
+"""Auto-apply for a process tree, in real subprocesses on real TensorFlow: ``tf-patches run``
+(bootstrap ``sitecustomize`` on ``PYTHONPATH``), the ``TF_PATCHES_AUTO`` .pth switch, and
+``--malloc``. Programs here never call ``apply_all()`` themselves: the point is code users don't own."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import sysconfig
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+from tf_patches import allocator
+
+from .fresh import ROOT, fresh_env
+
+PYTHON = sys.executable
+RUN = [PYTHON, "-m", "tf_patches", "run"]
+PTH = ROOT / "tf_patches" / "_bootstrap" / "tf_patches_auto.pth"
+SEED = "seed_kernel_cache"
+
+# A user's own sitecustomize: records each interpreter start it runs in (its argv).
+USER_SITECUSTOMIZE = """
+    import json, os, sys
+    with open(os.environ["MARKER"], "a") as marker:
+        marker.write(json.dumps(sys.argv) + "\\n")
+"""
+
+# TF issue 36164's loop (see test_seed_kernel_cache.py: ≈100 MiB unpatched, < 2 MiB patched), then,
+# with --spawn, the patch report of a multiprocessing spawn worker that imports TensorFlow.
+SCRIPT = """
+    import json, multiprocessing, sys
+
+    def worker_report():
+        import tensorflow  # noqa: F401
+        import tf_patches
+        return {row.name: row.status for row in tf_patches.report()}
+
+    def rss_mib():
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * 4096 / 2**20
+
+    if __name__ == "__main__":
+        import tensorflow as tf
+        import tf_patches  # only to read the report: this program applies nothing itself
+        tf.random.set_seed(1234)
+        for _ in range(300):  # warm-up: allocator pools, first kernels
+            tf.random.uniform([]).numpy()
+        start = rss_mib()
+        for _ in range(3000):
+            tf.random.uniform([]).numpy()
+        result = {"growth_mib": rss_mib() - start, "status": tf_patches.report().status("seed_kernel_cache")}
+        if "--spawn" in sys.argv:
+            with multiprocessing.get_context("spawn").Pool(1) as pool:
+                result["worker"] = pool.apply(worker_report)
+        print(json.dumps(result))
+"""
+
+
+def _write(path: Path, code: str) -> Path:
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def _run(args: List[str], env: Optional[Dict[str, Optional[str]]] = None,
+         timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(args, env=fresh_env(env), capture_output=True, text=True, timeout=timeout,
+                          cwd=str(ROOT))
+
+
+def _json(proc: subprocess.CompletedProcess):
+    assert proc.returncode == 0, f"exit {proc.returncode}:\n{proc.stderr[-4000:]}"
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _markers(path: Path) -> List[List[str]]:
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def leak_loop(tmp_path_factory):
+    """The same script with and without the wrapper, side by side (RSS is per process); the user's
+    sitecustomize is on PYTHONPATH in both."""
+    tmp = tmp_path_factory.mktemp("autoapply")
+    user_dir = tmp / "user"
+    user_dir.mkdir()
+    _write(user_dir / "sitecustomize.py", USER_SITECUSTOMIZE)
+    script = str(_write(tmp / "script.py", SCRIPT))
+    pythonpath = f"{user_dir}:{ROOT}"
+    runs = {
+        "wrapped": RUN + ["--only", SEED, "--", PYTHON, script, "--spawn"],
+        "bare": [PYTHON, script],
+    }
+
+    def measure(name):
+        env = {"PYTHONPATH": pythonpath, "MARKER": str(tmp / f"{name}.marker")}
+        return name, _json(_run(runs[name], env))
+
+    with ThreadPoolExecutor(2) as pool:
+        results = dict(pool.map(measure, runs))
+    results["wrapped_markers"] = _markers(tmp / "wrapped.marker")
+    results["script"] = script
+    return results
+
+
+def test_run_wrapper_ends_the_leak_of_an_unchanged_script(leak_loop):
+    bare, wrapped = leak_loop["bare"], leak_loop["wrapped"]
+    assert bare["status"] == "skipped" and bare["growth_mib"] > 50, f"the bare script should leak: {bare}"
+    assert wrapped["status"] == "applied"
+    assert wrapped["growth_mib"] < 2, f"wrapped script grew: {wrapped} (bare {bare})"
+
+
+def test_spawned_worker_applies_the_patches_with_the_options_passed_down(leak_loop):
+    worker = leak_loop["wrapped"]["worker"]
+    assert worker[SEED] == "applied"
+    assert all(status == "skipped" for name, status in worker.items() if name != SEED), worker  # --only
+
+
+def test_users_own_sitecustomize_still_runs_under_the_wrapper(leak_loop):
+    starts = leak_loop["wrapped_markers"]
+    assert [leak_loop["script"], "--spawn"] in starts, starts
+    assert any("--multiprocessing-fork" in argv for argv in starts), starts
+
+
+def test_a_failing_bootstrap_leaves_the_program_its_output_and_exit_status(tmp_path):
+    """A real start-up failure: strict mode, and only a patch that this machine (described as
+    TF 1.15) cannot take, makes apply_all() raise inside the bootstrap."""
+    machine = tmp_path / "tf1.json"
+    machine.write_text(json.dumps({"distribution": "tensorflow", "version": "1.15.5"}))
+    script = _write(tmp_path / "script.py", """
+        import sys
+        print("own output")
+        print("own warning", file=sys.stderr)
+        sys.exit(3)
+    """)
+    proc = _run(RUN + ["--strict", "--only", SEED, "--", PYTHON, str(script)],
+                {"TF_PATCHES_ASSUME": str(machine)})
+    assert (proc.returncode, proc.stdout) == (3, "own output\n")
+    lines = proc.stderr.splitlines()
+    assert lines[-1] == "own warning"
+    assert len(lines) == 2 and lines[0].startswith("tf-patches: patches not applied at start-up"), lines
+    assert "TfPatchesError" in lines[0] and "1.15.5" in lines[0]
+
+
+def test_a_failing_user_sitecustomize_is_reported_and_the_patches_still_apply(tmp_path):
+    user_dir = tmp_path / "user"
+    user_dir.mkdir()
+    _write(user_dir / "sitecustomize.py", "import a_module_that_is_not_installed\n")
+    code = "import tf_patches; print(tf_patches.report().status('seed_kernel_cache'))"
+    proc = _run(RUN + ["--", PYTHON, "-c", code], {"PYTHONPATH": f"{user_dir}:{ROOT}"})
+    assert (proc.returncode, proc.stdout) == (0, "pending\n"), proc.stderr
+    assert ("tf-patches: error in your sitecustomize (run by tf-patches' bootstrap): ModuleNotFoundError: "
+            "No module named 'a_module_that_is_not_installed'") in proc.stderr.splitlines()
+
+
+@pytest.mark.parametrize("name", sorted(allocator.ALLOCATORS))
+def test_malloc_preloads_the_allocator_in_the_command(name):
+    try:
+        library = allocator.find(name)
+    except allocator.AllocatorNotFound as exc:
+        pytest.fail(f"the --malloc tests need the allocator installed (scripts/dev.sh test does, as root): {exc}")
+    code = ("from tf_patches.cli import main; print(open('/proc/self/maps').read()); "
+            "main(['report', '--no-import'])")
+    preloaded = _run(RUN + ["--malloc", name, "--", PYTHON, "-c", code], {"LD_PRELOAD": None})
+    assert preloaded.returncode == 0, preloaded.stderr
+    assert Path(library).resolve().name in preloaded.stdout  # mapped: /proc/self/maps shows the file
+    assert f"allocator: {name} (" in preloaded.stdout
+    plain = _run([PYTHON, "-c", code], {"LD_PRELOAD": None})
+    assert "allocator: the C library's malloc" in plain.stdout, plain.stderr
+
+
+@pytest.mark.parametrize("name", sorted(allocator.ALLOCATORS))
+def test_malloc_without_the_library_fails_before_the_command_starts(tmp_path, name):
+    """A machine without the library, as far as the search can tell: it looks in an empty folder."""
+    started = tmp_path / "started"
+    code = textwrap.dedent(f"""
+        import sys
+        from tf_patches import allocator, cli
+        allocator.search_dirs = lambda: [{str(tmp_path)!r}]
+        sys.exit(cli.main(["run", "--malloc", {name!r}, "--", sys.executable, "-c",
+                           "open({str(started)!r}, 'w')"]))
+    """)
+    proc = _run([PYTHON, "-c", code])
+    assert proc.returncode == 125 and not started.exists(), proc.stderr
+    package = {"tcmalloc": "libtcmalloc-minimal4", "jemalloc": "libjemalloc2"}[name]
+    assert f"{name} is not installed" in proc.stderr and f"apt-get install {package}" in proc.stderr
+
+
+def test_run_rejects_bad_options_and_missing_commands_before_anything_starts(tmp_path):
+    bad_option = _run(RUN + ["--only", "no_such_patch", "--", PYTHON, "-c", "print('started')"])
+    assert bad_option.returncode == 2 and "no_such_patch" in bad_option.stderr
+    assert "started" not in bad_option.stdout
+    missing = _run(RUN + ["--", str(tmp_path / "no-such-command")])
+    assert missing.returncode == 127 and "command not found" in missing.stderr
+
+
+AUTO_PROBE = "import tf_patches; print(tf_patches.report()['seed_kernel_cache'].reason)"
+
+
+def _start_with_pth(site_dir: Path, value: Optional[str]) -> subprocess.CompletedProcess:
+    """Start Python as it starts with the .pth installed: site runs the .pth files of a site folder,
+    then imports sitecustomize (with -S and site.main() so this order holds whatever is installed)."""
+    shutil.copy(PTH, site_dir / PTH.name)
+    code = f"import site; site.addsitedir({str(site_dir)!r}); site.main(); {AUTO_PROBE}"
+    return _run([PYTHON, "-S", "-c", code], {"TF_PATCHES_AUTO": value})
+
+
+@pytest.mark.parametrize("value, applied", [("1", True), ("yes", True), ("0", False), (None, False)])
+def test_tf_patches_auto_pth_line_applies_at_start_only_when_switched_on(tmp_path, value, applied):
+    proc = _start_with_pth(tmp_path, value)
+    assert proc.returncode == 0, proc.stderr
+    assert ("has not run" not in proc.stdout) == applied, proc.stdout
+
+
+def test_tf_patches_auto_with_a_bad_value_warns_and_applies_nothing(tmp_path):
+    proc = _start_with_pth(tmp_path, "maybe")
+    assert "has not run" in proc.stdout
+    assert "ignoring TF_PATCHES_AUTO='maybe'" in proc.stderr
+
+
+def test_installed_pth_switches_on_a_plain_interpreter():
+    """Where tf-patches is installed (pip install . or -e ., as scripts/dev.sh does), its .pth sits
+    in site-packages and TF_PATCHES_AUTO=1 alone applies the patches at start-up."""
+    installed = Path(sysconfig.get_paths()["purelib"]) / PTH.name
+    if not installed.exists():
+        pytest.skip("tf-patches is not installed in this interpreter (run from PYTHONPATH)")
+    assert installed.read_text() == PTH.read_text()
+    on = _run([PYTHON, "-c", AUTO_PROBE], {"TF_PATCHES_AUTO": "1", "PYTHONPATH": None})
+    off = _run([PYTHON, "-c", AUTO_PROBE], {"PYTHONPATH": None})
+    assert "has not run" not in on.stdout and "has not run" in off.stdout, (on.stderr, off.stderr)

@@ -1,0 +1,52 @@
+"""tf-patches start-up bootstrap, imported by the interpreter itself as ``sitecustomize``.
+
+Python imports one ``sitecustomize`` per process, so this one first runs the one it hides (the
+user's or the distribution's, if any), then calls ``tf_patches.apply_all()``, which reads its
+options from ``TF_PATCHES_*`` variables and does not import TensorFlow (the function patches wait
+for the program's own ``import tensorflow``). Interpreter start-up must never break here: any
+exception becomes one line on stderr and the program runs on.
+"""
+
+import os
+import sys
+
+
+def _warn(what: str, exc: BaseException) -> None:
+    if sys.stderr is None:  # started with stderr closed: writing would fail start-up itself
+        return
+    detail = " ".join(str(exc).split())  # one line, whatever the message holds
+    sys.stderr.write(f"tf-patches: {what}: {type(exc).__name__}: {detail}\n")
+
+
+def _run_hidden_sitecustomize() -> None:
+    """Import the next ``sitecustomize`` on ``sys.path``: this folder is left out for the import
+    and this module dropped from ``sys.modules``, then both restored. Where there is another one,
+    it stays as ``sys.modules["sitecustomize"]``, as it would be without tf-patches."""
+    here = os.path.realpath(os.path.dirname(os.path.abspath(__file__)))
+    saved_path = sys.path[:]
+    this_module = sys.modules.pop("sitecustomize")
+    sys.path[:] = [entry for entry in saved_path if os.path.realpath(entry or os.curdir) != here]
+    try:
+        import sitecustomize  # noqa: F401  (the hidden one)
+    except ImportError as exc:
+        if exc.name != "sitecustomize":  # there is one and it failed: say so, never silently
+            _warn("error in your sitecustomize (run by tf-patches' bootstrap)", exc)
+    except Exception as exc:
+        _warn("error in your sitecustomize (run by tf-patches' bootstrap)", exc)
+    finally:
+        sys.path[:] = saved_path
+        sys.modules.setdefault("sitecustomize", this_module)  # the import system expects an entry
+
+
+def _apply() -> None:
+    try:
+        import tf_patches
+
+        tf_patches.apply_all()
+    except Exception as exc:
+        _warn("patches not applied at start-up, the program runs unpatched", exc)
+
+
+if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches._bootstrap.sitecustomize
+    _run_hidden_sitecustomize()
+    _apply()

@@ -1,0 +1,96 @@
+"""``tf-patches run [options] -- COMMAND...``: run a command with the patches applied in it and in
+every Python process it starts, without changing its code.
+
+It puts the bootstrap folder first on ``PYTHONPATH`` (so each Python interpreter that inherits the
+environment, multiprocessing spawn/forkserver workers included, runs the bootstrap
+``sitecustomize`` at start-up), passes the options as ``TF_PATCHES_*`` variables, optionally
+preloads another allocator, and ``exec``s the command, so its exit status and signals are the
+command's own. Like ``env`` and ``timeout``: 125 when tf-patches itself fails, 126 when the command
+cannot run, 127 when it is not found.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Callable, Dict, Sequence
+
+from . import allocator
+from ._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from .engine import _all_options
+from .options import Option, flag
+from .registry import specs
+
+HELP = "run a command with the patches applied in it and in every Python process it starts"
+EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_NOT_FOUND = 125, 126, 127
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    # One flag per apply_all() option, named after it: the variables stay the single source.
+    for option in _all_options(specs()):
+        name = "--" + option.name.replace("_", "-")
+        help_text = f"{option.help} (sets {option.env_var})"
+        if option.convert is flag:
+            help_text = help_text[3:] if help_text.startswith("1: ") else help_text  # a flag takes no "1"
+            parser.add_argument(name, dest=option.env_var, action="store_const", const="1", help=help_text)
+        else:
+            parser.add_argument(name, dest=option.env_var, metavar=option.name.upper(),
+                                type=_checked(option), help=help_text)
+    parser.add_argument(
+        "--malloc", choices=sorted(allocator.ALLOCATORS),
+        help="preload this allocator (LD_PRELOAD) in the command and everything it starts; "
+             "fails before the command starts when it is not installed",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        print("tf-patches run: no command given (tf-patches run [options] -- COMMAND...)", file=sys.stderr)
+        return 2  # a usage error, as argparse's own
+    env = dict(os.environ)
+    env["PYTHONPATH"] = _first_on_path(BOOTSTRAP_DIRECTORY, env.get("PYTHONPATH", ""))
+    env.update({key: value for key, value in vars(args).items() if key.startswith("TF_PATCHES_") and value})
+    if args.malloc:
+        try:
+            library = allocator.find(args.malloc)
+        except allocator.AllocatorNotFound as exc:
+            print(f"tf-patches run: --malloc {args.malloc}: {exc}", file=sys.stderr)
+            return EXIT_FAILED
+        # Ours first: the first library that defines malloc wins.
+        env["LD_PRELOAD"] = " ".join([library, *env.get("LD_PRELOAD", "").split()])
+    return _exec(command, env)
+
+
+def _checked(option: Option) -> Callable[[str], str]:
+    """An argparse type that rejects what the variable would reject, before the command starts,
+    and keeps the text for the variable."""
+
+    def check(value: str) -> str:
+        try:
+            option.convert(value)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+
+    return check
+
+
+def _first_on_path(directory: str, path: str) -> str:
+    if not path:
+        return directory
+    # Empty entries stay: in PYTHONPATH they mean the current directory.
+    return os.pathsep.join([directory, *(entry for entry in path.split(os.pathsep) if entry != directory)])
+
+
+def _exec(command: Sequence[str], env: Dict[str, str]) -> int:
+    try:
+        os.execvpe(command[0], list(command), env)
+    except FileNotFoundError:
+        print(f"tf-patches run: command not found: {command[0]}", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except OSError as exc:
+        print(f"tf-patches run: cannot run {command[0]}: {exc}", file=sys.stderr)
+        return EXIT_CANNOT_RUN
