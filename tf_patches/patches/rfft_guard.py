@@ -31,9 +31,9 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 from ..context import PatchContext, tf_module
 from ..environment import Environment
 from ..errors import TfPatchesError, TfPatchesWarning
+from ..frames import CodeClassifier, package_dirs
 from ..gate import Gate
 from ..options import Option, choice
-from .seed_kernel_cache import _LIBRARY_PACKAGES, _package_dirs
 
 NAME = "rfft_guard"
 TITLE = "FFT guard for nvidia-tensorflow 1.15.5: warn, refuse, or run FFT ops on the CPU"
@@ -82,37 +82,19 @@ class CallSites:
     """Finds the user's line behind a call, and remembers the lines already warned about.
 
     The hot path, a call made from user code and handled before, is one set lookup keyed by the
-    call instruction. Code objects are keyed by ``id()`` (hashing one hashes its constants, each
-    time: microseconds for a long function), and each one keyed is kept alive so that no id is
-    reused. tf.function's converted code counts as the user's: each line of it is one of theirs.
+    call instruction. tf.function's converted code counts as the user's: each line of it is one
+    of theirs.
     """
 
-    def __init__(self, library_dirs: Tuple[str, ...]):
-        self._library_dirs = library_dirs
-        self._is_library: Dict[int, bool] = {}
-        self._pinned: List[Any] = []
+    def __init__(self, frames: CodeClassifier):
+        self._frames = frames
         self.direct: Set[Tuple[int, int]] = set()  # (id(code), f_lasti) of user calls handled
         self._warned: Set[Tuple[str, int]] = set()
 
-    def user_frame(self, frame: Any) -> Any:
-        """The first frame outside TF and Keras, else ``frame``."""
-        caller = frame
-        while frame is not None:
-            code = frame.f_code
-            library = self._is_library.get(id(code))
-            if library is None:
-                self._pinned.append(code)
-                library = self._is_library[id(code)] = code.co_filename.startswith(self._library_dirs)
-            if not library:
-                return frame
-            frame = frame.f_back
-        return caller
-
     def new_site(self, caller: Any) -> Optional[Tuple[str, int]]:
         """The user's file and line behind the frame ``caller``, unless warned about already."""
-        frame = self.user_frame(caller)
+        frame = self._frames.user_frame(caller) or caller
         if frame is caller:  # a direct call (not one through dct, stft…): next time, one lookup
-            self._pinned.append(caller.f_code)
             self.direct.add((id(caller.f_code), caller.f_lasti))
         where = _origin(frame)
         if where in self._warned:
@@ -256,7 +238,7 @@ def install(ctx: PatchContext) -> str:
     fft_ops = tf_module("python.ops.signal.fft_ops")
     raw_ops = tf_module("python.ops.gen_spectral_ops")
     device = tf_module("python.framework.ops").device
-    guard = Guard(mode, _build(ctx.env), device, CallSites(_package_dirs(_LIBRARY_PACKAGES)))
+    guard = Guard(mode, _build(ctx.env), device, CallSites(CodeClassifier(package_dirs())))
     functions = bindings = 0
     for owner, attribute, label in _targets(fft_ops, raw_ops):
         original = getattr(owner, attribute)

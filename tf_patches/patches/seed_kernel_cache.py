@@ -15,12 +15,12 @@ different streams. Draws stay reproducible run to run but differ from unpatched 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import sys
 from typing import Any, Dict, Optional, Tuple
 
 from ..context import PatchContext, tf_module
+from ..frames import CodeClassifier, package_dirs
 from ..gate import Gate
 
 NAME = "seed_kernel_cache"
@@ -28,56 +28,44 @@ TITLE = "Stable eager op seeds: no kernel-cache leak from random ops under a glo
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/36164"
 GATE = Gate(versions=">=2.0")  # present in every 2.x release measured (2.12–2.21); no fix upstream
 
-# Packages whose frames are part of "the op asking", not the user's call site.
-_LIBRARY_PACKAGES = ("tensorflow", "tensorflow_core", "keras", "tf_keras")
 _MAX_DEPTH = 64  # frames walked at most, a bound for pathological recursion
 _MAX_CACHED = 100_000  # call paths remembered; cleared past this (exec-generated code)
 _MAXINT31 = 0x7FFFFFFF
-
-
-def _package_dirs(names: Tuple[str, ...]) -> Tuple[str, ...]:
-    dirs = []
-    for name in names:
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        for location in (spec.submodule_search_locations or []) if spec else []:
-            dirs.append(os.path.join(location, ""))
-    return tuple(dirs)
 
 
 class StableSeeds:
     """Maps a call path to an op seed; the hot path is one frame walk and one dict lookup."""
 
     def __init__(self, library_dirs: Tuple[str, ...], passthrough_dirs: Tuple[str, ...]):
-        self._library_dirs = library_dirs
+        self._frames = CodeClassifier(library_dirs)
         self._passthrough_dirs = passthrough_dirs
-        # id(code) -> (code, is library code). Keys are ids because hashing a code object hashes
-        # its bytecode; holding the code here keeps the id from being reused.
-        self._codes: Dict[int, Tuple[Any, Optional[bool]]] = {}
+        self._passthrough: Dict[int, bool] = {}  # id(asking code) -> leave to stock TF
         self._seeds: Dict[tuple, int] = {}
 
     def op_seed(self, global_seed: Any, frame: Any) -> Optional[int]:
         """The op seed for the call path starting at ``frame`` (the function asking for seeds),
         or None where TF's own behaviour must stay: seeds passed as tensors (tf.data)."""
-        codes = self._codes
+        asking = frame.f_code
+        passthrough = self._passthrough.get(id(asking))
+        if passthrough is None:
+            self._frames.classify(asking)  # pins the code object behind the id
+            passthrough = self._passthrough[id(asking)] = asking.co_filename.startswith(
+                self._passthrough_dirs)
+        if passthrough:
+            return None
+        known = self._frames.known
         start = frame
         path = [global_seed]
         depth = 0
         while frame is not None and depth < _MAX_DEPTH:
             code = frame.f_code
-            known = codes.get(id(code))
-            if known is None:
-                known = codes[id(code)] = (code, code.co_filename.startswith(self._library_dirs))
-                if depth == 0 and code.co_filename.startswith(self._passthrough_dirs):
-                    known = codes[id(code)] = (code, None)
-            if known[1] is None:
-                return None
+            library = known.get(id(code))
+            if library is None:
+                library = self._frames.classify(code)
             # f_lasti, not f_lineno: f_lineno decodes the line table on every read.
             path.append(id(code))
             path.append(frame.f_lasti)
-            if not known[1]:
+            if not library:
                 break
             frame = frame.f_back
             depth += 1
@@ -91,7 +79,8 @@ class StableSeeds:
 
     def clear(self) -> None:
         self._seeds.clear()
-        self._codes.clear()
+        self._passthrough.clear()
+        self._frames.clear()
 
 
 def _derive(global_seed: Any, frame: Any, depth: int) -> int:
@@ -125,10 +114,10 @@ def install(ctx: PatchContext) -> str:
     original = random_seed.get_seed
     executing_eagerly = context.executing_eagerly
     global_seed_of = context.global_seed
-    tf_dirs = _package_dirs(_LIBRARY_PACKAGES[:2])
     # tf.data passes seeds as tensor inputs, which cache no kernel: leave it exactly as stock TF.
-    data_dirs = tuple(os.path.join(d, "python", "data", "") for d in tf_dirs)
-    seeds = StableSeeds(tf_dirs + _package_dirs(_LIBRARY_PACKAGES[2:]), data_dirs)
+    data_dirs = tuple(os.path.join(d, "python", "data", "")
+                      for d in package_dirs(("tensorflow", "tensorflow_core")))
+    seeds = StableSeeds(package_dirs(), data_dirs)
 
     def get_seed(op_seed):
         if op_seed is None and executing_eagerly():

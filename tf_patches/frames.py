@@ -1,0 +1,61 @@
+"""Which stack frames are TensorFlow's (or Keras's) and which are the user's.
+
+Patches that key on "the user's line behind this call" (seed_kernel_cache, rfft_guard) walk the
+stack on hot paths, so code objects are classified once and looked up by ``id()``: hashing a code
+object hashes its constants on every call (microseconds for a long function). Every classified
+code object is kept alive, so no id is reused for another one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import Any, Dict, List, Optional, Tuple
+
+# Packages whose frames belong to "the op being called", not to the user's call site.
+LIBRARY_PACKAGES = ("tensorflow", "tensorflow_core", "keras", "tf_keras")
+
+
+def package_dirs(names: Tuple[str, ...] = LIBRARY_PACKAGES) -> Tuple[str, ...]:
+    """The installed directories of these top-level packages (found without importing them),
+    each ending with a separator so that ``startswith`` matches whole path components."""
+    dirs = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            dirs.append(os.path.join(location, ""))
+    return tuple(dirs)
+
+
+class CodeClassifier:
+    """Tells library code from user code by file location; ``known`` is read directly on hot paths."""
+
+    def __init__(self, library_dirs: Tuple[str, ...]):
+        self._library_dirs = library_dirs
+        self.known: Dict[int, bool] = {}  # id(code) -> is library code
+        self._pinned: List[Any] = []
+
+    def classify(self, code: Any) -> bool:
+        self._pinned.append(code)
+        library = self.known[id(code)] = code.co_filename.startswith(self._library_dirs)
+        return library
+
+    def user_frame(self, frame: Any) -> Optional[Any]:
+        """The first frame, from ``frame`` outwards, that is not library code (None if none)."""
+        known = self.known
+        while frame is not None:
+            code = frame.f_code
+            library = known.get(id(code))
+            if library is None:
+                library = self.classify(code)
+            if not library:
+                return frame
+            frame = frame.f_back
+        return None
+
+    def clear(self) -> None:
+        self.known.clear()
+        self._pinned.clear()
