@@ -24,7 +24,7 @@ venv() {
   local dir="$1" tf="$2"
   shift 2
   local stamp
-  stamp="$tf $* $(cat setup.cfg pyproject.toml | sha256sum | cut -c1-16)"
+  stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py | sha256sum | cut -c1-16)"
   if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.tf-patches-stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
@@ -53,6 +53,10 @@ case "${1:-}" in
     venv .venv "$NEWEST_TF" "$TORCH"
     venv .venv-oldest "$OLDEST_TF"
     shift
+    # The --malloc tests (tests/test_autoapply.py) need both allocators: Debian packages, as root.
+    dpkg -s libtcmalloc-minimal4 libjemalloc2 >/dev/null 2>&1 || { [ "$(id -u)" = 0 ] && apt-get update -qq \
+      && apt-get install -y -qq libtcmalloc-minimal4 libjemalloc2 >/dev/null; } \
+      || echo "== cannot install libtcmalloc-minimal4 libjemalloc2: the --malloc tests will fail" >&2
     echo "== tests on tensorflow-cpu $NEWEST_TF"
     pytest_run .venv "$@"
     echo "== version-sensitive tests on tensorflow-cpu $OLDEST_TF"

@@ -18,9 +18,8 @@ from typing import Callable, Dict, Sequence
 
 from . import allocator
 from ._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
-from .engine import _all_options
 from .options import Option, flag
-from .registry import specs
+from .registry import all_options
 
 HELP = "run a command with the patches applied in it and in every Python process it starts"
 EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_NOT_FOUND = 125, 126, 127
@@ -28,7 +27,7 @@ EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_NOT_FOUND = 125, 126, 127
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # One flag per apply_all() option, named after it: the variables stay the single source.
-    for option in _all_options(specs()):
+    for option in all_options():
         name = "--" + option.name.replace("_", "-")
         help_text = f"{option.help} (sets {option.env_var})"
         if option.convert is flag:

@@ -14,7 +14,7 @@ from . import registry
 from .context import PatchContext
 from .environment import Environment, complete, detect
 from .errors import AdvisoryWarning, TfPatchesError, logger
-from .options import core_options, resolve, warn_config
+from .options import resolve, warn_config
 from .registry import PatchSpec
 from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
 
@@ -59,7 +59,7 @@ def apply_all(
     """
     global _env, _env_injected, _strict
     specs = registry.specs()
-    options = resolve(_all_options(specs), dict(only=only, exclude=exclude, strict=strict, **patch_options))
+    options = resolve(registry.all_options(), dict(only=only, exclude=exclude, strict=strict, **patch_options))
     injected = _environment_argument(env)
     with _lock:
         _strict = options["strict"]
@@ -216,13 +216,6 @@ def report() -> Report:
             state = _states.get(spec.name) or _State()
             rows.append(Row(spec.name, spec.title, state.status, state.reason, spec.issue_url))
         return Report(tuple(rows), _env)
-
-
-def _all_options(specs: Tuple[PatchSpec, ...]):
-    found = list(core_options([spec.name for spec in specs]))
-    for spec in specs:
-        found.extend(spec.options)
-    return found
 
 
 def _environment_argument(env: Any) -> Optional[Environment]:

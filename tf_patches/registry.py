@@ -9,7 +9,7 @@ from typing import Any, Callable, List, Mapping, Optional, Tuple
 
 from .environment import Environment
 from .gate import Gate, Verdict
-from .options import Option
+from .options import Option, core_options
 
 PATCH_MODULES: Tuple[str, ...] = (
     "seed_kernel_cache",
@@ -99,6 +99,14 @@ def unregister(name: str) -> None:
     if name in builtin:
         raise ValueError(f"{name!r} is built in; exclude it with exclude=[{name!r}] instead")
     _specs[:] = [spec for spec in _specs if spec.name != name]
+
+
+def all_options() -> Tuple[Option, ...]:
+    """Every option ``apply_all`` takes: the core ones, then each patch's."""
+    found = list(core_options(names()))
+    for spec in specs():
+        found.extend(spec.options)
+    return tuple(found)
 
 
 def names() -> Tuple[str, ...]:
