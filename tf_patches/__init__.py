@@ -23,6 +23,15 @@ _EXPORTS = {
     "TfPatchesWarning": "errors",
     "ConfigWarning": "errors",
     "TfPatchesError": "errors",
+    "AdvisoryWarning": "errors",
+    "run_isolated": "isolation",
+    "fresh_graph": "isolation",
+    "IsolatedError": "isolation",
+    "IsolatedCrash": "isolation",
+    "IsolatedTimeout": "isolation",
+    "RemoteTraceback": "isolation",
+    "IsolationWarning": "isolation",
+    "GraphGrowthWarning": "patches.graph_growth_guard",
 }
 __all__ = ["__version__", *_EXPORTS]
 

@@ -208,6 +208,31 @@ def revert_all() -> Report:
         return report()
 
 
+def settings() -> Optional[Dict[str, Any]]:
+    """``apply_all`` keywords that install in another process what this one has installed (or
+    has pending): the patch names, the option values each was installed with, ``strict``, and
+    the described environment where one was given. None when nothing is installed.
+
+    Built-in patches only: a patch added with ``register()`` is unknown elsewhere.
+    """
+    with _lock:
+        active = {}
+        for spec in registry.specs():
+            state = _states.get(spec.name)
+            if (spec.name in registry.PATCH_MODULES and state is not None and state.ctx is not None
+                    and state.status in (APPLIED, PENDING)):
+                active[spec] = state.ctx.options
+        if not active:
+            return None
+        result: Dict[str, Any] = {"only": [spec.name for spec in active], "strict": _strict}
+        for spec, options in active.items():
+            for option in spec.options:
+                result[option.name] = options.get(option.name)
+        if _env_injected:
+            result["env"] = _env
+        return result
+
+
 def report() -> Report:
     """The state of every registered patch now, with the environment it was decided on."""
     with _lock:

@@ -89,10 +89,12 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: Optional[float] = No
             f"run_isolated: {name} and its arguments must pickle to reach a fresh interpreter "
             f"(a module-level function, not a lambda or a nested function): {exc}"
         ) from exc
+    from .engine import settings  # here: importing this module stays as cheap as tf_patches
+
     context = multiprocessing.get_context("spawn")
     receiver, sender = context.Pipe(duplex=False)
     # Not a daemon: fn may start processes of its own (Keras, tf.data workers).
-    process = context.Process(target=_child, args=(sender, payload, _settings()),
+    process = context.Process(target=_child, args=(sender, payload, settings()),
                               name=f"run_isolated({name})")
     deadline = None if timeout is None else time.monotonic() + timeout
     process.start()
@@ -191,34 +193,6 @@ def _rebuild(pickled: Optional[bytes], summary: str, remote_traceback: str) -> B
         exc = IsolatedError(f"run_isolated: the child raised {summary} (it cannot be rebuilt here)")
     exc.__cause__ = RemoteTraceback(remote_traceback)
     return exc
-
-
-def _settings() -> Optional[Dict[str, Any]]:
-    """``apply_all`` keywords that install in a child what this process has installed (or has
-    pending): the patch names, the option values they were installed with, ``strict``, and the
-    described environment where ``env=`` was given. None when nothing is installed. The
-    ``TF_PATCHES_*`` variables reach the child with the rest of the environment.
-
-    Built-in patches only: a patch added with ``register()`` is not known in the child.
-    """
-    from . import engine, registry
-    from .reporting import APPLIED, PENDING
-
-    builtin = [spec for spec in registry.specs() if spec.name in registry.PATCH_MODULES]
-    with engine._lock:  # the engine keeps each patch's resolved options in its context
-        states = {spec.name: engine._states.get(spec.name) for spec in builtin}
-        active = {name: state.ctx for name, state in states.items()
-                  if state is not None and state.status in (APPLIED, PENDING) and state.ctx is not None}
-        if not active:
-            return None
-        resolved = next(iter(active.values())).options
-        settings: Dict[str, Any] = {"only": list(active), "strict": resolved.get("strict")}
-        for spec in builtin:
-            for option in spec.options:
-                settings[option.name] = resolved.get(option.name)
-        if engine._env_injected:
-            settings["env"] = engine._env
-    return settings
 
 
 @contextmanager
