@@ -1,0 +1,287 @@
+"""keras2_predict_loop (TF issue 58676) on real TensorFlow. Where it applies (Keras 2, TF < 2.15:
+the 2.12 leg), a predict loop on one in-memory batch stops growing, predictions stay bit-identical
+through the same traced predict_function, and every other input keeps Keras's own pipeline. Where
+it does not (Keras 3, TF 2.16+: the 2.21 leg), it stays out with its reason, predict is untouched
+and needs nothing. Each test asserts what holds on the leg it runs on; none is skipped."""
+
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List
+
+import numpy as np
+import pytest
+
+import tf_patches
+from tf_patches.environment import detect
+from tf_patches.patches import keras2_predict_loop as patch
+
+from .fresh import run_fresh
+
+NAME = patch.NAME
+_HERE = detect()
+# True on the 2.12 leg, False on the 2.21 leg; the first test checks it against apply_all().
+APPLIES_HERE = bool(patch.GATE.check(_HERE)[0]) and patch.precondition(_HERE, {}) is None
+RNG = np.random.default_rng(58676)
+X8 = RNG.random((8, 4), dtype=np.float32)
+B8 = RNG.random((8, 2), dtype=np.float32)
+
+
+# -- gate ---------------------------------------------------------------------------------------
+def test_status_here_and_nothing_but_the_adapter_is_touched(tf):
+    predict = tf.keras.Model.predict
+    row = tf_patches.apply_all(only=[NAME])[NAME]
+    assert tf.keras.Model.predict is predict
+    if APPLIES_HERE:  # Keras 2: the adapter's __init__ is wrapped, and revert restores it
+        adapter = patch.adapter_module().TensorLikeDataAdapter
+        assert row.status == "applied", row
+        assert adapter.__init__.__tf_patches__ == NAME
+        original = adapter.__init__.__wrapped__
+        tf_patches.revert_all()
+        assert vars(adapter)["__init__"] is original
+    else:  # the 2.21 leg: the version gate decides before Keras is looked at
+        assert row.status == "skipped", row
+        assert re.fullmatch(r"TensorFlow \S+ is outside >=2\.6,<2\.15", row.reason), row
+
+
+def test_skipped_for_an_injected_tf_2_16_1(tf):
+    row = tf_patches.apply_all(only=[NAME], env={"distribution": "tensorflow", "version": "2.16.1"})[NAME]
+    assert (row.status, row.reason) == ("skipped", "TensorFlow 2.16.1 is outside >=2.6,<2.15")
+    if APPLIES_HERE:
+        assert not hasattr(patch.adapter_module().TensorLikeDataAdapter.__init__, "__tf_patches__")
+
+
+def test_keras3_is_the_reason_when_tf_is_old_enough(tf):
+    import keras
+
+    assert patch.keras_version() == keras.__version__
+    row = tf_patches.apply_all(only=[NAME], env={"distribution": "tensorflow", "version": "2.14.1"})[NAME]
+    if keras.__version__.startswith("2."):
+        assert row.status == "applied", row
+    else:
+        assert row.status == "skipped", row
+        assert row.reason.startswith(f"Keras {keras.__version__} is installed, not Keras 2"), row
+
+
+# -- leak ---------------------------------------------------------------------------------------
+CALLS = 150  # 2.12.1: +36 MiB unpatched (+111 MiB per 500 measured), ≈0 patched
+LEAK_MIB = 20
+BOUND_MIB = 10  # 2.21: ≈3 MiB per 150 calls without any patch (≤ 19 MB per 1,500, FINDINGS.md)
+LOOP = """
+    import json
+    import numpy as np
+    import tf_patches
+    if {patched}:
+        tf_patches.apply_all(only=["keras2_predict_loop"])
+    import tensorflow as tf
+    def rss_mib():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * 4096 / 2**20
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
+                                 tf.keras.layers.Dense(1)])
+    x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
+    for _ in range(20):  # warm-up: traces, allocator pools
+        model.predict(x, verbose=0)
+    start = rss_mib()
+    for _ in range({calls}):
+        model.predict(x, verbose=0)
+    print(json.dumps({{"growth_mib": rss_mib() - start,
+                      "status": tf_patches.report().status("keras2_predict_loop")}}))
+"""
+
+
+def test_predict_loop_grows_only_on_unpatched_keras2():
+    with ThreadPoolExecutor(2) as pool:  # RSS is per process: run both side by side
+        unpatched, patched = pool.map(lambda on: run_fresh(LOOP.format(patched=on, calls=CALLS)), (False, True))
+    if APPLIES_HERE:
+        assert unpatched["growth_mib"] > LEAK_MIB, f"the unpatched loop should leak: {unpatched}"
+        assert patched["status"] == "applied"
+    else:
+        assert patched["status"] == "skipped"
+        assert unpatched["growth_mib"] < BOUND_MIB, f"Keras 3's predict loop grew: {unpatched}"
+    assert patched["growth_mib"] < BOUND_MIB, f"patched loop grew: {patched} (unpatched {unpatched})"
+
+
+# -- equivalence --------------------------------------------------------------------------------
+def _model(tf: Any, outputs: int = 1) -> Any:
+    """Dense, batch norm and dropout: predict must run them in inference mode."""
+    inputs = tf.keras.Input((4,))
+    hidden = tf.keras.layers.Dense(16, activation="relu")(inputs)
+    hidden = tf.keras.layers.Dropout(0.5)(tf.keras.layers.BatchNormalization()(hidden))
+    heads = [tf.keras.layers.Dense(3)(hidden) for _ in range(outputs)]
+    return tf.keras.Model(inputs, heads if outputs > 1 else heads[0])
+
+
+def _two_inputs(tf: Any) -> Any:
+    a, b = tf.keras.Input((4,), name="a"), tf.keras.Input((2,), name="b")
+    merged = tf.keras.layers.Concatenate()([a, tf.keras.layers.Dense(4)(b)])
+    return tf.keras.Model({"a": a, "b": b}, tf.keras.layers.Dense(2)(merged))
+
+
+class Recorder:
+    """A callback that keeps what predict shows callbacks."""
+
+    def __init__(self, tf: Any):
+        recorder = self
+        self.events: List[Any] = []
+
+        class Callback(tf.keras.callbacks.Callback):
+            def on_predict_begin(self, logs=None):
+                recorder.events.append("begin")
+
+            def on_predict_batch_end(self, batch, logs=None):
+                recorder.events.append((batch, tf.nest.map_structure(np.asarray, logs["outputs"])))
+
+            def on_predict_end(self, logs=None):
+                recorder.events.append("end")
+
+        self.callback = Callback()
+
+
+@dataclass
+class Case:
+    routed: bool  # one in-memory batch: served by the single-batch dataset where the patch applies
+    model: Callable[[Any], Any] = _model
+    x: Callable[[Any], Any] = lambda tf: X8
+    kwargs: Dict[str, Any] = field(default_factory=lambda: {"verbose": 0})
+    strategy: bool = False
+
+
+X33 = RNG.random((33, 4), dtype=np.float32)
+CASES = {
+    "numpy float32, 8 rows": Case(True),
+    "numpy float64, cast to floatx": Case(True, x=lambda tf: X8.astype(np.float64)),
+    "eager tensor": Case(True, x=lambda tf: tf.constant(X8)),
+    "32 rows, a full default batch": Case(True, x=lambda tf: X33[:32]),
+    "one row": Case(True, x=lambda tf: X8[:1]),
+    "batch_size equal to the rows": Case(True, kwargs={"batch_size": 8, "verbose": 0}),
+    "two inputs in a dict": Case(True, model=_two_inputs,
+                                 x=lambda tf: {"a": X8, "b": B8}),
+    "two outputs": Case(True, model=lambda tf: _model(tf, outputs=2)),
+    "progress bar": Case(True, kwargs={"verbose": 1}),
+    "callbacks": Case(True, kwargs={"verbose": 0, "callbacks": "recorder"}),
+    "steps_per_execution 4": Case(True, model=lambda tf: _compiled(tf, steps_per_execution=4)),
+    "33 rows, two batches": Case(False, x=lambda tf: X33),
+    "steps given": Case(False, kwargs={"steps": 1, "verbose": 0}),
+    "tf.data dataset": Case(False, x=lambda tf: tf.data.Dataset.from_tensor_slices(X8).batch(8)),
+    "generator": Case(False, x=lambda tf: ((X8[i:i + 4],) for i in (0, 4))),
+    "distribution strategy": Case(False, strategy=True),
+}
+
+
+def _compiled(tf: Any, **compile_kwargs: Any) -> Any:
+    model = _model(tf)
+    model.compile(loss="mse", **compile_kwargs)
+    return model
+
+
+def _flat_bytes(tf: Any, outputs: Any) -> List[Any]:
+    return [(a.dtype, a.shape, a.tobytes()) for a in map(np.asarray, tf.nest.flatten(outputs))]
+
+
+@pytest.fixture
+def decisions(monkeypatch) -> List[Any]:
+    """Every routing decision the patch takes, with the adapter it was taken for."""
+    made: List[Any] = []
+    decide = patch.single_batch
+
+    def spy(arguments, tf, np):
+        batch = decide(arguments, tf, np)
+        made.append((dict(arguments), batch))
+        return batch
+
+    monkeypatch.setattr(patch, "single_batch", spy)
+    return made
+
+
+def _assert_same_adapter(tf: Any, arguments: Dict[str, Any]) -> None:
+    """The routed adapter against one built by Keras's own __init__ from the same arguments."""
+    routed, extra = arguments.pop("self"), arguments.pop("kwargs", {})
+    adapter = patch.adapter_module().TensorLikeDataAdapter
+    stock = adapter.__new__(adapter)
+    adapter.__init__.__wrapped__(stock, **arguments, **extra)
+    assert vars(stock).keys() == vars(routed).keys()
+    facts = lambda a: (a.get_size(), a.batch_size(), a.has_partial_batch(), a.partial_batch_size(),
+                       a.get_samples(), a.should_recreate_iterator())
+    assert facts(routed) == facts(stock)
+    ours, theirs = routed.get_dataset(), stock.get_dataset()
+    assert ours.element_spec == theirs.element_spec
+    untuned = tf.data.Options()
+    untuned.autotune.enabled = False  # the one option the patch adds: one batch has nothing to tune
+    assert ours.options() == theirs.options().merge(untuned)
+    assert [_flat_bytes(tf, e) for e in ours] == [_flat_bytes(tf, e) for e in theirs]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_predictions_are_bit_identical_and_only_one_in_memory_batch_is_rerouted(tf, name, decisions, capsys):
+    case = CASES[name]
+    strategy = tf.distribute.OneDeviceStrategy("/cpu:0") if case.strategy else tf.distribute.get_strategy()
+    with strategy.scope():
+        model = case.model(tf)
+    recorder = Recorder(tf)
+
+    def predict() -> Any:
+        kwargs = dict(case.kwargs)
+        if kwargs.get("callbacks") == "recorder":
+            kwargs["callbacks"] = [recorder.callback]
+        return model.predict(case.x(tf), **kwargs)
+
+    expected = _flat_bytes(tf, predict())
+    printed = capsys.readouterr().out
+    events, recorder.events = recorder.events, []
+    traces = model.predict_function.experimental_get_tracing_count()
+    assert tf_patches.apply_all(only=[NAME]).status(NAME) == ("applied" if APPLIES_HERE else "skipped")
+    assert _flat_bytes(tf, predict()) == expected
+    assert model.predict_function.experimental_get_tracing_count() == traces  # the same traced graph
+    assert re.sub(r"\d+m?s", "T", capsys.readouterr().out) == re.sub(r"\d+m?s", "T", printed)
+    assert [_flat_bytes(tf, e) if isinstance(e, tuple) else e for e in recorder.events] == \
+           [_flat_bytes(tf, e) if isinstance(e, tuple) else e for e in events]
+    routed = [arguments for arguments, batch in decisions if batch is not None]
+    assert len(routed) == (1 if case.routed and APPLIES_HERE else 0), decisions
+    for arguments in routed:
+        _assert_same_adapter(tf, arguments)
+
+
+def test_fit_and_evaluate_with_targets_keep_kerass_pipeline(tf, decisions):
+    model = _compiled(tf)
+    y = RNG.random((8, 3), dtype=np.float32)
+    tf_patches.apply_all(only=[NAME])
+    model.fit(X8, y, epochs=1, verbose=0)
+    model.evaluate(X8, y, verbose=0)
+    assert [batch for _, batch in decisions] == ([None, None] if APPLIES_HERE else [])
+
+
+# -- the routing rule itself, on any Keras --------------------------------------------------------
+RULE = {  # arguments as TensorLikeDataAdapter receives them → (rows, batch_size) or None
+    "numpy, default batch": (lambda tf: {"x": X8}, (8, 32)),
+    "numpy, batch_size given": (lambda tf: {"x": X8, "batch_size": 8}, (8, 8)),
+    "tensor, shuffle False, one epoch": (lambda tf: {"x": tf.constant(X8), "shuffle": False, "epochs": 1}, (8, 32)),
+    "nested structure": (lambda tf: {"x": ({"a": X8}, [tf.ones([8])])}, (8, 32)),
+    "targets": (lambda tf: {"x": X8, "y": X8}, None),
+    "sample weights": (lambda tf: {"x": X8, "sample_weights": np.ones(8)}, None),
+    "sample weight modes": (lambda tf: {"x": X8, "sample_weight_modes": "temporal"}, None),
+    "steps": (lambda tf: {"x": X8, "steps": 1}, None),
+    "two epochs": (lambda tf: {"x": X8, "epochs": 2}, None),
+    "shuffle": (lambda tf: {"x": X8, "shuffle": True}, None),
+    "batch shuffle": (lambda tf: {"x": X8, "shuffle": "batch"}, None),
+    "more rows than the batch": (lambda tf: {"x": X8, "batch_size": 7}, None),
+    "no rows": (lambda tf: {"x": X8[:0]}, None),
+    "a scalar": (lambda tf: {"x": np.float32(1)}, None),
+    "a 0-d array": (lambda tf: {"x": np.array(1.0)}, None),
+    "rows that differ": (lambda tf: {"x": (X8, X8[:4])}, None),
+    "batch_size True": (lambda tf: {"x": X8, "batch_size": True}, None),
+    "batch_size 8.0": (lambda tf: {"x": X8, "batch_size": 8.0}, None),
+    "a list of Python floats": (lambda tf: {"x": [1.0, 2.0]}, None),
+    "a variable": (lambda tf: {"x": tf.Variable(X8)}, None),
+    "a sparse tensor": (lambda tf: {"x": tf.sparse.from_dense(X8)}, None),
+    "a ragged tensor": (lambda tf: {"x": tf.ragged.constant([[1.0], [2.0, 3.0]])}, None),
+    "nothing": (lambda tf: {"x": ()}, None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RULE))
+def test_only_one_unshuffled_in_memory_batch_is_routed(tf, name):
+    arguments, expected = RULE[name]
+    assert patch.single_batch(arguments(tf), tf, np) == expected
