@@ -13,7 +13,8 @@ PYTHON="${PYTHON:-python3}"
 # Tests that must pass on the oldest TF too: gates, engine, and the patches gated on it.
 OLDEST_TESTS=(tests/test_gate.py tests/test_engine.py tests/test_seed_kernel_cache.py tests/test_op_determinism.py
               tests/test_graph_growth_guard.py tests/test_v1_graph_seed.py
-              tests/test_from_generator_release.py tests/test_eager_py_function.py)
+              tests/test_from_generator_release.py tests/test_eager_py_function.py
+              tests/test_keras2_predict_loop.py)
 # PyTorch's CPU build, for op_determinism's PyTorch part (newest leg only: torch 2.13 needs a
 # typing-extensions newer than TF 2.12 accepts, so the oldest leg deselects the torch tests).
 TORCH="torch==2.13.0"
@@ -66,10 +67,14 @@ case "${1:-}" in
     ;;
   bench)
     venv .venv "$NEWEST_TF" "$TORCH"
-    for script in benchmarks/*.py; do
-      echo "== $script"
+    venv .venv-oldest "$OLDEST_TF"
+    for script in benchmarks/[a-z]*.py; do
+      echo "== $script (tensorflow-cpu $NEWEST_TF)"
       .venv/bin/python "$script"
     done
+    # Keras 2's predict loop exists only on the oldest TF.
+    echo "== benchmarks/keras2_predict_loop.py (tensorflow-cpu $OLDEST_TF)"
+    .venv-oldest/bin/python benchmarks/keras2_predict_loop.py
     ;;
   *)
     sed -n '2,7p' "$0" >&2
