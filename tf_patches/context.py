@@ -9,7 +9,7 @@ import importlib
 import os
 import sys
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
+from typing import Any, Callable, List, Mapping, Tuple
 
 from .environment import Environment
 from .errors import logger

@@ -10,7 +10,7 @@ import os
 import platform
 import sys
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
 from .errors import logger
 from .gate import local_tag, parse_version
@@ -165,15 +165,16 @@ def _gpu_from_dict(item: Any) -> GPU:
     return GPU(name=item["name"], compute_capability=capability)
 
 
-def _installed_distribution() -> Tuple[Optional[str], Optional[str]]:
-    """Name and version of the TensorFlow distribution, without importing it.
+def installed_distribution(package: str, distributions: Sequence[str]) -> Tuple[Optional[str], Optional[str]]:
+    """Name and version of the first of ``distributions`` installed, for the importable top-level
+    ``package``, without importing it.
 
-    Reads the ``<name>-<version>.dist-info`` folder names beside the ``tensorflow`` package (one
-    directory listing, about a millisecond) and falls back to ``importlib.metadata`` (tens of
-    milliseconds) for other layouts (eggs, editable installs).
+    Reads the ``<name>-<version>.dist-info`` folder names beside the package (one directory
+    listing, about a millisecond) and falls back to ``importlib.metadata`` (tens of milliseconds)
+    for other layouts (eggs, editable installs).
     """
     try:
-        spec = importlib.util.find_spec("tensorflow")
+        spec = importlib.util.find_spec(package)
     except (ImportError, ValueError):
         spec = None
     if spec is not None and spec.origin:
@@ -187,12 +188,12 @@ def _installed_distribution() -> Tuple[Optional[str], Optional[str]]:
             if entry.endswith(".dist-info") and "-" in entry:
                 dist, _, version = entry[: -len(".dist-info")].partition("-")
                 found[_normalise(dist)] = version
-        for name in TF_DISTRIBUTIONS:
+        for name in distributions:
             if name in found:
                 return name, found[name]
     from importlib import metadata
 
-    for name in TF_DISTRIBUTIONS:
+    for name in distributions:
         try:
             return name, metadata.version(name)
         except metadata.PackageNotFoundError:
@@ -208,7 +209,7 @@ def detect() -> Environment:
     When TensorFlow is already imported, the build's CUDA/cuDNN versions and the GPUs are read
     too (``complete=True``); GPUs are listed only on CUDA/ROCm builds, where TF can have any.
     """
-    distribution, version = _installed_distribution()
+    distribution, version = installed_distribution("tensorflow", TF_DISTRIBUTIONS)
     nv_env = os.environ.get(NVIDIA_TENSORFLOW_VERSION) or None
     tf = sys.modules.get("tensorflow")
     installed = distribution is not None or tf is not None

@@ -25,15 +25,13 @@ first), and it is not autotuned.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import inspect
 import numbers
-import os
 from types import ModuleType
 from typing import Any, Mapping, Optional, Tuple
 
 from ..context import PatchContext
-from ..environment import Environment
+from ..environment import Environment, installed_distribution
 from ..gate import Gate, parse_version
 
 NAME = "keras2_predict_loop"
@@ -51,32 +49,8 @@ _ADAPTER_PARAMETERS = ("x", "y", "sample_weights", "sample_weight_modes", "batch
 
 
 def keras_version() -> Optional[str]:
-    """The installed Keras's version, read from its ``.dist-info`` folder name beside the package
-    (a directory listing: importlib.metadata takes ≈100 ms) without importing it; None if absent."""
-    try:
-        spec = importlib.util.find_spec("keras")
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.origin:
-        return None
-    site = os.path.dirname(os.path.dirname(spec.origin))
-    try:
-        entries = os.listdir(site)
-    except OSError:
-        entries = []
-    for entry in entries:
-        if entry.endswith(".dist-info"):
-            name, _, version = entry[: -len(".dist-info")].partition("-")
-            if name.lower().replace("_", "-") in _KERAS_DISTRIBUTIONS:
-                return version
-    from importlib import metadata  # other layouts (eggs, editable installs)
-
-    for name in _KERAS_DISTRIBUTIONS:
-        try:
-            return metadata.version(name)
-        except Exception:  # not installed, or broken metadata: neither may stop apply_all
-            continue
-    return None
+    """The installed Keras's version, without importing it; None if absent."""
+    return installed_distribution("keras", _KERAS_DISTRIBUTIONS)[1]
 
 
 def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:

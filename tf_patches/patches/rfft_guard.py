@@ -26,7 +26,7 @@ import functools
 import os
 import sys
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
+from typing import Any, Callable, Iterator, Optional, Set, Tuple
 
 from ..context import PatchContext, tf_module
 from ..environment import Environment
