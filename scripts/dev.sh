@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One entry point for people and CI; each command sets up what it needs first.
-#   scripts/dev.sh report   set up .venv (newest TensorFlow) and print what tf-patches does here
+#   scripts/dev.sh demo     set up .venv (newest TensorFlow) and show the leak and the reproducibility
+#                           trap on this machine, before and after (the README's main command)
+#   scripts/dev.sh report   set up .venv and print what tf-patches does here, and why
 #   scripts/dev.sh test     set up .venv and .venv-oldest, run the suite on the newest TF and the
 #                           version-sensitive tests on the oldest TF installable for this Python
 #   scripts/dev.sh bench    run benchmarks/ on the newest TF
@@ -18,6 +20,8 @@ OLDEST_TESTS=(tests/test_gate.py tests/test_engine.py tests/test_seed_kernel_cac
 # PyTorch's CPU build, for op_determinism's PyTorch part (newest leg only: torch 2.13 needs a
 # typing-extensions newer than TF 2.12 accepts, so the oldest leg deselects the torch tests).
 TORCH="torch==2.13.0"
+# The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test).
+NEWEST_EXTRAS=("$TORCH" matplotlib)
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 # venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with
@@ -47,13 +51,18 @@ pytest_run() {  # pytest_run VENV ARGS...: exit status 5 (no tests collected) is
 }
 
 case "${1:-}" in
+  demo)
+    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
+    shift
+    .venv/bin/tf-patches demo "$@"
+    ;;
   report)
-    venv .venv "$NEWEST_TF" "$TORCH"
+    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
     shift
     .venv/bin/tf-patches report "$@"
     ;;
   test)
-    venv .venv "$NEWEST_TF" "$TORCH"
+    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
     venv .venv-oldest "$OLDEST_TF"
     shift
     # The --malloc tests (tests/test_autoapply.py) need both allocators: Debian packages, as root.
@@ -66,7 +75,7 @@ case "${1:-}" in
     pytest_run .venv-oldest "${OLDEST_TESTS[@]}" -k "not torch" "$@"
     ;;
   bench)
-    venv .venv "$NEWEST_TF" "$TORCH"
+    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
     venv .venv-oldest "$OLDEST_TF"
     for script in benchmarks/[a-z]*.py; do
       echo "== $script (tensorflow-cpu $NEWEST_TF)"
@@ -77,7 +86,7 @@ case "${1:-}" in
     .venv-oldest/bin/python benchmarks/keras2_predict_loop.py
     ;;
   *)
-    sed -n '2,7p' "$0" >&2
+    sed -n '2,9p' "$0" >&2
     exit 2
     ;;
 esac
