@@ -19,9 +19,7 @@ CODE = """
         tf_patches.apply_all(only=["custom_gradient_registry"])
     import tensorflow as tf
     from tensorflow.python.framework import ops
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
+    from tf_patches.testing import rss_bytes
     def entries():
         return sum(k.startswith("CustomGradient-") for k in list(ops._gradient_registry._registry))
     x = tf.random.stateless_uniform([256, 32], seed=[1, 2])
@@ -36,11 +34,11 @@ CODE = """
         build_and_fit()
         gc.collect()  # growth then counts what is kept, not cyclic garbage awaiting collection
     one_model()
-    start, start_entries, t0 = rss(), entries(), time.perf_counter()
+    start, start_entries, t0 = rss_bytes(), entries(), time.perf_counter()
     for _ in range({models}):
         one_model()
     seconds = time.perf_counter() - t0
-    print(json.dumps({{"mb_per_model": (rss() - start) / 1e6 / {models},
+    print(json.dumps({{"mb_per_model": (rss_bytes() - start) / 1e6 / {models},
                       "entries_per_model": (entries() - start_entries) / {models},
                       "s_per_model": seconds / {models}}}))
 """

@@ -16,19 +16,17 @@ CODE = """
     if {patched}:
         tf_patches.apply_all(only=["eager_py_function"])
     import tensorflow as tf
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
+    from tf_patches.testing import rss_bytes
     x = tf.constant([1.0, 2.0, 3.0])
     def body(a):
         return a * 2, tf.shape(a)
     for _ in range(300):
         tf.py_function(body, [x], [tf.float32, tf.int32])
-    start, t0 = rss(), time.perf_counter()
+    start, t0 = rss_bytes(), time.perf_counter()
     for _ in range({calls}):
         tf.py_function(body, [x], [tf.float32, tf.int32])
     seconds = time.perf_counter() - t0
-    print(json.dumps({{"kib_per_1000": (rss() - start) / 1024 / {calls} * 1000,
+    print(json.dumps({{"kib_per_1000": (rss_bytes() - start) / 1024 / {calls} * 1000,
                       "us_per_call": seconds / {calls} * 1e6}}))
 """
 

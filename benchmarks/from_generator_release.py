@@ -18,9 +18,7 @@ CODE = """
         tf_patches.apply_all(only=["from_generator_release"])
     import numpy as np
     import tensorflow as tf
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
+    from tf_patches.testing import rss_bytes
     def one_dataset():
         rows = np.random.default_rng(0).random((128, 1024))  # 1 MiB the generator captures
         dataset = tf.data.Dataset.from_generator(
@@ -30,12 +28,12 @@ CODE = """
     for _ in range(20):
         one_dataset()
     gc.collect()
-    start, t0 = rss(), time.perf_counter()
+    start, t0 = rss_bytes(), time.perf_counter()
     for _ in range({datasets}):
         one_dataset()
     seconds = time.perf_counter() - t0
     gc.collect()
-    print(json.dumps({{"kib_per_dataset": (rss() - start) / 1024 / {datasets},
+    print(json.dumps({{"kib_per_dataset": (rss_bytes() - start) / 1024 / {datasets},
                       "ms_per_dataset": seconds / {datasets} * 1e3}}))
 """
 

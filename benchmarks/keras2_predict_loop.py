@@ -19,20 +19,18 @@ CODE = """
         tf_patches.apply_all(only=["keras2_predict_loop"])
     import tensorflow as tf
     import keras
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
+    from tf_patches.testing import rss_bytes
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
                                  tf.keras.layers.Dense(1)])
     x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
     step = {step}
     for _ in range(20):
         step()
-    start, t0 = rss(), time.perf_counter()
+    start, t0 = rss_bytes(), time.perf_counter()
     for _ in range({calls}):
         step()
     seconds = time.perf_counter() - t0
-    print(json.dumps({{"kib_per_call": (rss() - start) / 1024 / {calls}, "us_per_call": seconds / {calls} * 1e6,
+    print(json.dumps({{"kib_per_call": (rss_bytes() - start) / 1024 / {calls}, "us_per_call": seconds / {calls} * 1e6,
                       "status": tf_patches.report().status("keras2_predict_loop"),
                       "versions": f"TF {{tf.__version__}}, Keras {{keras.__version__}}"}}))
 """

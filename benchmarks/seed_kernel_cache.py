@@ -18,17 +18,15 @@ CODE = """
     if {patched}:
         tf_patches.apply_all(only=["seed_kernel_cache"])
     import tensorflow as tf
-    def rss():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
+    from tf_patches.testing import rss_bytes
     tf.random.set_seed(1234)
     for _ in range(500):
         tf.random.uniform([]{seed}).numpy()
-    start, t0 = rss(), time.perf_counter()
+    start, t0 = rss_bytes(), time.perf_counter()
     for _ in range({calls}):
         tf.random.uniform([]{seed}).numpy()
     seconds = time.perf_counter() - t0
-    growth = rss() - start
+    growth = rss_bytes() - start
     ratios = []
     for _ in range(15):  # alternate blocks: stable-seed draws vs explicit-seed draws
         t0 = time.perf_counter()

@@ -42,9 +42,7 @@ SCRIPT = """
         import tf_patches
         return {row.name: row.status for row in tf_patches.report()}
 
-    def rss_mib():
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * 4096 / 2**20
+    from tf_patches.testing import rss_bytes
 
     if __name__ == "__main__":
         import tensorflow as tf
@@ -52,10 +50,10 @@ SCRIPT = """
         tf.random.set_seed(1234)
         for _ in range(300):  # warm-up: allocator pools, first kernels
             tf.random.uniform([]).numpy()
-        start = rss_mib()
+        start = (rss_bytes() / 2**20)
         for _ in range(3000):
             tf.random.uniform([]).numpy()
-        result = {"growth_mib": rss_mib() - start, "status": tf_patches.report().status("seed_kernel_cache")}
+        result = {"growth_mib": (rss_bytes() / 2**20) - start, "status": tf_patches.report().status("seed_kernel_cache")}
         if "--spawn" in sys.argv:
             with multiprocessing.get_context("spawn").Pool(1) as pool:
                 result["worker"] = pool.apply(worker_report)

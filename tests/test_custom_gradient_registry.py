@@ -30,9 +30,7 @@ FIT_LOOP = """
         tf_patches.apply_all(only=["custom_gradient_registry"])
     import tensorflow as tf
     from tensorflow.python.framework import ops
-    def rss_mb():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096 / 1e6
+    from tf_patches.testing import rss_bytes
     def entries():
         return sum(k.startswith("CustomGradient-") for k in list(ops._gradient_registry._registry))
     x = tf.random.stateless_uniform([64, 8], seed=[1, 2])
@@ -45,11 +43,11 @@ FIT_LOOP = """
         tf.keras.backend.clear_session()
     build_and_fit()  # warm-up: allocator pools, Keras' first-use caches
     gc.collect()
-    start_mb, start_entries = rss_mb(), entries()
+    start_mb, start_entries = (rss_bytes() / 1e6), entries()
     for _ in range({models}):
         build_and_fit()
     gc.collect()
-    print(json.dumps({{"mb_per_model": (rss_mb() - start_mb) / {models},
+    print(json.dumps({{"mb_per_model": ((rss_bytes() / 1e6) - start_mb) / {models},
                       "entries_per_model": (entries() - start_entries) / {models},
                       "status": tf_patches.report().status("custom_gradient_registry")}}))
 """

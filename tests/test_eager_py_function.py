@@ -31,19 +31,17 @@ LEAK_LOOP = """
     if {patched}:
         tf_patches.apply_all(only=["eager_py_function"])
     import tensorflow as tf
-    def rss_mib():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096 / 2**20
+    from tf_patches.testing import rss_bytes
     x = tf.constant([1.0, 2.0, 3.0])
     def body(a):
         return a * 2, tf.shape(a)
     for _ in range(200):  # warm-up: allocator pools, first kernels
         tf.py_function(body, [x], [tf.float32, tf.int32])
-    start = rss_mib()
+    start = (rss_bytes() / 2**20)
     for _ in range({calls}):
         doubled, shape = tf.py_function(body, [x], [tf.float32, tf.int32])
     assert doubled.numpy().tolist() == [2.0, 4.0, 6.0] and shape.numpy().tolist() == [3]
-    print(json.dumps({{"growth_mib": rss_mib() - start,
+    print(json.dumps({{"growth_mib": (rss_bytes() / 2**20) - start,
                       "status": tf_patches.report().status("eager_py_function")}}))
 """
 

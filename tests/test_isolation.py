@@ -27,6 +27,8 @@ from tf_patches.isolation import (
     run_isolated,
 )
 
+from tf_patches.testing import rss_bytes
+
 from .fresh import run_fresh
 
 FOLDS = 5
@@ -35,8 +37,7 @@ PARENT_BOUND_MIB = 10.0  # measured: +0.02 MiB over 5 isolated folds
 
 
 def rss_mib() -> float:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    return rss_bytes() / 2**20
 
 
 def fit_tiny_model(seed: int) -> float:

@@ -76,18 +76,16 @@ LOOP = """
     if {patched}:
         tf_patches.apply_all(only=["keras2_predict_loop"])
     import tensorflow as tf
-    def rss_mib():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096 / 2**20
+    from tf_patches.testing import rss_bytes
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
                                  tf.keras.layers.Dense(1)])
     x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
     for _ in range(20):  # warm-up: traces, allocator pools
         model.predict(x, verbose=0)
-    start = rss_mib()
+    start = (rss_bytes() / 2**20)
     for _ in range({calls}):
         model.predict(x, verbose=0)
-    print(json.dumps({{"growth_mib": rss_mib() - start,
+    print(json.dumps({{"growth_mib": (rss_bytes() / 2**20) - start,
                       "status": tf_patches.report().status("keras2_predict_loop")}}))
 """
 

@@ -26,17 +26,15 @@ LEAK_LOOP = """
     if {patched}:
         tf_patches.apply_all(only=["seed_kernel_cache"])
     import tensorflow as tf
-    def rss_mib():
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096 / 2**20
+    from tf_patches.testing import rss_bytes
     img = tf.random.stateless_uniform([32, 32, 3], seed=[1, 2])
     tf.random.set_seed(1234)
     for _ in range(300):  # warm-up: allocator pools, first kernels
         {loop}
-    start = rss_mib()
+    start = rss_bytes()
     for _ in range({iterations}):
         {loop}
-    print(json.dumps({{"growth_mib": rss_mib() - start,
+    print(json.dumps({{"growth_mib": (rss_bytes() - start) / 2**20,
                       "status": tf_patches.report().status("seed_kernel_cache")}}))
 """
 

@@ -36,7 +36,7 @@ Progress = Callable[[int, int], None]
 Target = Union[str, "os.PathLike[str]", Callable[[], Any]]  # a script, "module:function" or a function
 
 
-def _rss() -> int:
+def rss_bytes() -> int:
     """Resident bytes of this process, now (not the peak that ``getrusage`` gives)."""
     try:
         with open("/proc/self/statm") as handle:
@@ -156,7 +156,7 @@ def measure_growth(fn: Callable[[], Any], iterations: int = 1000, warmup: int = 
     try:
         done, seconds = 0, 0.0
         _settle()
-        readings = [(0, _rss())] if warmup else []
+        readings = [(0, rss_bytes())] if warmup else []
         for mark in marks:
             start = time.perf_counter()
             for _ in range(mark - done):
@@ -165,7 +165,7 @@ def measure_growth(fn: Callable[[], Any], iterations: int = 1000, warmup: int = 
                 seconds += time.perf_counter() - start
             done = mark
             _settle()
-            readings.append((done, _rss()))
+            readings.append((done, rss_bytes()))
             if progress is not None:
                 progress(done, total)
     finally:
