@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from itertools import repeat
+from operator import is_
 from types import ModuleType
 from typing import Any, Callable, List, Mapping, Tuple
 
@@ -73,26 +75,15 @@ class PatchContext:
         original = getattr(owner, attribute)
         patched = [f"{owner.__name__}.{attribute}"]
         self.replace_attribute(owner, attribute, replacement)
-        for module_name, module in list(sys.modules.items()):
-            if module is owner or not isinstance(module, ModuleType):
+        for module_name, module, name in _bindings(original):
+            if module is owner or name.startswith("_gorilla_"):  # gorilla's own copy of the original
                 continue
-            try:
-                namespace = vars(module)
-            except TypeError:
-                continue
-            for name, value in list(namespace.items()):
-                if value is original:
-                    self.replace_attribute(module, name, replacement)
-                    patched.append(f"{module_name}.{name}")
+            self.replace_attribute(module, name, replacement)
+            patched.append(f"{module_name}.{name}")
 
         def rebind_late_copies() -> None:
-            for module in list(sys.modules.values()):
-                namespace = getattr(module, "__dict__", None)
-                if not isinstance(namespace, dict):
-                    continue
-                for name, value in list(namespace.items()):
-                    if value is replacement:
-                        namespace[name] = original
+            for _, module, name in _bindings(replacement):
+                vars(module)[name] = original
 
         # Runs after the per-binding undos (journal is played backwards).
         self._undo.insert(0, (f"late bindings of {attribute}", rebind_late_copies))
@@ -131,6 +122,22 @@ class PatchContext:
     @property
     def changes(self) -> List[str]:
         return [what for what, _ in self._undo]
+
+
+def _bindings(target: Any) -> List[Tuple[str, ModuleType, str]]:
+    """Every (module name, module, attribute) of a loaded module bound to ``target``.
+
+    TF has some 3,000 modules: each namespace is first searched at C speed (``map(is_, …)``, by
+    identity, never ``==``), and only the few that hold ``target`` are walked in Python.
+    """
+    found = []
+    for module_name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict or not any(map(is_, repeat(target), namespace.values())):
+            continue
+        found.extend((module_name, module, name) for name, value in list(namespace.items())
+                     if value is target)
+    return found
 
 
 def _describe(owner: Any) -> str:
