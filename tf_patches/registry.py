@@ -94,9 +94,7 @@ def register(module: ModuleType) -> PatchSpec:
 
 def unregister(name: str) -> None:
     """Remove a patch added with :func:`register` (revert it first)."""
-    specs()
-    builtin = {f"{n}" for n in PATCH_MODULES}
-    if name in builtin:
+    if name in PATCH_MODULES:
         raise ValueError(f"{name!r} is built in; exclude it with exclude=[{name!r}] instead")
     _specs[:] = [spec for spec in _specs if spec.name != name]
 
