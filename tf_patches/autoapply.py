@@ -18,7 +18,7 @@ from typing import Callable, Dict, Sequence
 
 from . import allocator
 from ._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
-from .options import Option, flag
+from .options import Option, flag, unset
 from .registry import all_options
 
 HELP = "run a command with the patches applied in it and in every Python process it starts"
@@ -64,10 +64,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _checked(option: Option) -> Callable[[str], str]:
-    """An argparse type that rejects what the variable would reject, before the command starts,
-    and keeps the text for the variable."""
+    """An argparse type that rejects what the variable would reject (the option's own converter),
+    before the command starts, and keeps the text for the variable; blank text is unset."""
 
     def check(value: str) -> str:
+        if unset(value):
+            return ""
         try:
             option.convert(value)
         except (TypeError, ValueError) as exc:
@@ -85,11 +87,14 @@ def _first_on_path(directory: str, path: str) -> str:
 
 
 def _exec(command: Sequence[str], env: Dict[str, str]) -> int:
+    if not command[0]:  # execvpe raises ValueError for it; as for `env ""`, nothing by that name
+        print("tf-patches run: command not found: '' (an empty command name)", file=sys.stderr)
+        return EXIT_NOT_FOUND
     try:
         os.execvpe(command[0], list(command), env)
     except FileNotFoundError:
         print(f"tf-patches run: command not found: {command[0]}", file=sys.stderr)
         return EXIT_NOT_FOUND
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or variable
         print(f"tf-patches run: cannot run {command[0]}: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN

@@ -8,11 +8,12 @@ import importlib.util
 import json
 import os
 import platform
+import stat
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Mapping, Optional, Sequence, Tuple
 
-from .errors import logger
+from .errors import brief, logger
 from .gate import local_tag, parse_version
 
 # Pip distributions that ship the ``tensorflow`` package, most specific first: where a machine
@@ -34,6 +35,7 @@ TF_DISTRIBUTIONS: Tuple[str, ...] = (
     "tensorflow",
 )
 NVIDIA_TENSORFLOW_VERSION = "NVIDIA_TENSORFLOW_VERSION"
+MAX_JSON_BYTES = 64 * 1024  # a machine's description takes well under 1 KiB
 _KNOWN_KEYS = (
     "distribution",
     "version",
@@ -96,15 +98,16 @@ class Environment:
         unknown = sorted(set(data) - set(_KNOWN_KEYS))
         if unknown:
             raise ValueError(
-                f"unknown environment keys {unknown}; valid keys: {', '.join(_KNOWN_KEYS)}"
+                f"unknown environment keys {brief(unknown)}; valid keys: {', '.join(_KNOWN_KEYS)}"
             )
         for key in ("distribution", "version", "cuda_version", "cudnn_version", "nvidia_tensorflow_version",
                     "python_version"):
-            if data.get(key) is not None and not isinstance(data[key], str):
-                raise TypeError(f"environment key {key!r} must be a string, got {data[key]!r}")
+            _check_text(f"environment key {key!r}", data.get(key))
         distribution = data.get("distribution")
         gpus = tuple(_gpu_from_dict(item) for item in data.get("gpus") or ())
         installed = data.get("tensorflow_installed", distribution is not None or data.get("version") is not None)
+        if not isinstance(installed, bool):
+            raise TypeError(f"tensorflow_installed must be true or false, got {brief(installed)}")
         return cls(
             distribution=_normalise(distribution) if distribution else None,
             version=data.get("version"),
@@ -112,7 +115,7 @@ class Environment:
             cudnn_version=data.get("cudnn_version"),
             gpus=gpus,
             nvidia_tensorflow_version=data.get("nvidia_tensorflow_version"),
-            tensorflow_installed=bool(installed),
+            tensorflow_installed=installed,
             python_version=data.get("python_version") or platform.python_version(),
             complete=True,
             source="assumed",
@@ -120,9 +123,16 @@ class Environment:
 
     @classmethod
     def from_json_file(cls, path: str) -> "Environment":
-        with open(path, encoding="utf-8") as handle:
-            env = cls.from_dict(json.load(handle))
-        return replace(env, source=f"assumed from {path}")
+        """:meth:`from_dict` of a JSON file. Whatever the path names, this raises only
+        ``OSError``, ``ValueError`` or ``TypeError`` and never blocks: only a regular file of at
+        most ``MAX_JSON_BYTES`` is read (a FIFO or ``/proc/self/fd/0`` would wait for a writer, or
+        eat the program's stdin)."""
+        text = _read_regular_file(path, MAX_JSON_BYTES).decode("utf-8-sig")  # UnicodeDecodeError: a ValueError
+        try:
+            data = json.loads(text)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply") from None
+        return replace(cls.from_dict(data), source=f"assumed from {path}")
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)
@@ -150,6 +160,30 @@ class Environment:
         )
 
 
+def _read_regular_file(path: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes."""
+    # stat before opening (opening a FIFO releases a writer waiting for a reader), fstat after in
+    # case the path changed in between; O_NONBLOCK so that even then the open cannot wait.
+    _check_regular(path, os.stat(path), limit)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        _check_regular(path, os.fstat(fd), limit)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)  # the file may have grown since fstat
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit:,} bytes")
+    return data
+
+
+def _check_regular(path: str, status: os.stat_result, limit: int) -> None:
+    if not stat.S_ISREG(status.st_mode):
+        raise ValueError(f"{path} is not a regular file")
+    if status.st_size > limit:
+        raise ValueError(f"{path} is larger than {limit:,} bytes")
+
+
 def _normalise(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(".", "-")
 
@@ -158,11 +192,23 @@ def _gpu_from_dict(item: Any) -> GPU:
     if isinstance(item, GPU):
         return item
     if not isinstance(item, Mapping) or not isinstance(item.get("name"), str):
-        raise TypeError(f"a GPU is a mapping with a string 'name', got {item!r}")
+        raise TypeError(f"a GPU is a mapping with a string 'name', got {brief(item)}")
+    _check_text("a GPU's name", item["name"])
     capability = item.get("compute_capability")
-    if capability is not None and not isinstance(capability, str):
-        raise TypeError(f"compute_capability must be a string like '8.9', got {capability!r}")
+    _check_text("compute_capability (a string like '8.9')", capability)
     return GPU(name=item["name"], compute_capability=capability)
+
+
+def _check_text(what: str, value: Any) -> None:
+    """None or a string that can be printed (JSON can spell lone surrogates, which cannot)."""
+    if value is None:
+        return
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a string, got {brief(value)}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} is not valid text: {brief(value)}") from None
 
 
 def installed_distribution(package: str, distributions: Sequence[str]) -> Tuple[Optional[str], Optional[str]]:

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, FrozenSet, Optional, Tuple
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
+
+from .errors import brief
 
 if TYPE_CHECKING:  # pragma: no cover
     from .environment import Environment
@@ -23,21 +25,22 @@ Verdict = Tuple[Optional[bool], str]
 
 def parse_version(text: object) -> Optional[Version]:
     """Return the release a version string belongs to, or None when it cannot be parsed."""
-    if not isinstance(text, str):
-        return None
-    try:
-        return Version(Version(text.strip()).base_version)
-    except InvalidVersion:
-        return None
+    version = _version(text)
+    return None if version is None else Version(version.base_version)
 
 
 def local_tag(text: object) -> Optional[str]:
     """Return the local tag of a version string (``nv22.12`` for ``1.15.5+nv22.12``), if any."""
+    version = _version(text)
+    return None if version is None else version.local
+
+
+def _version(text: object) -> Optional[Version]:
     if not isinstance(text, str):
         return None
     try:
-        return Version(text.strip()).local
-    except InvalidVersion:
+        return Version(text.strip())
+    except ValueError:  # InvalidVersion, or a number past Python's 4,300-digit int limit
         return None
 
 
@@ -99,7 +102,7 @@ class Gate:
                 return None, "TensorFlow version unknown until it is imported"
             release = parse_version(env.version)
             if release is None:
-                return False, f"cannot parse TensorFlow version {env.version!r}"
+                return False, f"cannot parse TensorFlow version {brief(env.version)}"
             if release not in SpecifierSet(self.versions):
                 return False, f"TensorFlow {env.version} is outside {self.versions}"
         if self.python:

@@ -18,14 +18,10 @@ AUTO_VARIABLE = "TF_PATCHES_AUTO"
 
 def activate_from_environment() -> None:
     """Called by the .pth line whenever ``TF_PATCHES_AUTO`` is set: a true value (``1``, ``true``,
-    ``yes``, ``on``) puts this folder first on ``sys.path``; a bad value warns and does nothing."""
-    from ..options import flag, warn_config
+    ``yes``, ``on``) puts this folder first on ``sys.path``; a bad value warns and does nothing, as
+    a bad ``TF_PATCHES_*`` variable does."""
+    from ..options import Option, flag, from_environment
 
-    raw = os.environ.get(AUTO_VARIABLE, "")
-    try:
-        enabled = flag(raw)
-    except ValueError as exc:
-        warn_config(AUTO_VARIABLE, raw, str(exc))
-        return
+    enabled = from_environment(Option("auto", AUTO_VARIABLE, flag, False, "1: apply at every start"))
     if enabled and DIRECTORY not in sys.path:
         sys.path.insert(0, DIRECTORY)

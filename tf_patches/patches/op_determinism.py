@@ -31,22 +31,21 @@ from ..context import PatchContext, tf_module
 from ..environment import Environment
 from ..errors import logger
 from ..gate import Gate, parse_version
-from ..options import Option, flag, integer
+from ..options import Option, flag, whole_number
 
 NAME = "op_determinism"
 TITLE = "Repeatable runs: seeds, and the determinism switch each TensorFlow version reads"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/18096"
 GATE = Gate(versions=">=1.14")  # TF_CUDNN_DETERMINISTIC, the first switch, came with 1.14
+DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
+MAX_SEED = 2**32 - 1  # NumPy's global generator takes no larger seed
 OPTIONS = (
     Option("deterministic", "TF_PATCHES_DETERMINISTIC", flag, False,
            "1: repeatable runs: seed everything and turn on the determinism switch this TF "
            "version reads (and PyTorch's); slower on GPUs."),
-    Option("seed", "TF_PATCHES_SEED", integer, None,
-           f"The seed used with deterministic=1 (0 to {2**32 - 1}; default 0)."),
+    Option("seed", "TF_PATCHES_SEED", whole_number(MAX_SEED), None,
+           f"The seed used with deterministic=1 (0 to {MAX_SEED}; default 0)."),
 )
-
-DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
-MAX_SEED = 2**32 - 1  # NumPy's global generator takes no larger seed
 
 TF_CUDNN_DETERMINISTIC = "TF_CUDNN_DETERMINISTIC"
 TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
@@ -122,8 +121,9 @@ def known_gpu_gaps(env: Environment) -> Tuple[List[str], List[str]]:
 
 def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
     if not options.get("deterministic"):
+        unused = "" if options.get("seed") is None else f"; seed {options['seed']} unused without it"
         return ("off: determinism slows GPU kernels, so it is opt-in "
-                "(deterministic=True or TF_PATCHES_DETERMINISTIC=1)")
+                f"(deterministic=True or TF_PATCHES_DETERMINISTIC=1){unused}")
     return None
 
 
@@ -171,12 +171,8 @@ def _assignments(switches: Mapping[str, str]) -> str:
 
 
 def _seed(options: Mapping[str, Any]) -> int:
-    seed = options.get("seed")
-    if seed is None:
-        return DEFAULT_SEED
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed {seed} is outside 0..{MAX_SEED} (NumPy's range)")
-    return seed
+    seed = options.get("seed")  # range-checked by the option's converter
+    return DEFAULT_SEED if seed is None else seed
 
 
 def _installed(name: str) -> bool:
