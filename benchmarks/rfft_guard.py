@@ -19,6 +19,7 @@ from typing import Any, Callable, List, Tuple
 import tensorflow as tf
 
 import tf_patches
+from tf_patches.context import PatchContext
 from tf_patches.frames import CodeClassifier
 from tf_patches.patches import rfft_guard
 
@@ -72,7 +73,9 @@ def main() -> None:
     report = tf_patches.apply_all(env=rfft_guard.REPORTED_MACHINE, only=["rfft_guard"], rfft_guard="warn")
     assert report.status("rfft_guard") == "applied", report
     guarded_rfft = tf.signal.rfft
-    guarded_noop = rfft_guard.Guard("warn", "this machine", tf.device, rfft_guard.CallSites(CodeClassifier(()))).wrap(noop, "noop")
+    ctx = PatchContext("noop", report.environment, {})
+    sites = rfft_guard.CallSites(CodeClassifier(()))
+    guarded_noop = rfft_guard.Guard(ctx, "warn", "this machine", tf.device, sites).wrap(noop, "noop")
     warnings.simplefilter("ignore", rfft_guard.UnsafeFFTWarning)
 
     print(f"TensorFlow {tf.__version__}, warn mode after the first warning; {ROUNDS} rounds x {CALLS} calls")

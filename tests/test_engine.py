@@ -220,11 +220,10 @@ def _python_without_tensorflow(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     deps = tmp_path / "deps"
     deps.mkdir()
-    import gorilla
     import packaging
     import wrapt
 
-    for module in (gorilla, packaging, wrapt):
+    for module in (packaging, wrapt):
         path = module.__file__
         source = os.path.dirname(path) if path.endswith("__init__.py") else path
         os.symlink(source, deps / os.path.basename(source))

@@ -13,6 +13,8 @@ _EXPORTS = {
     "apply_all": "engine",
     "revert_all": "engine",
     "report": "engine",
+    "get_original": "context",
+    "is_patched": "context",
     "detect": "environment",
     "Environment": "environment",
     "GPU": "environment",

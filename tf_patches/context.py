@@ -1,6 +1,25 @@
 """What a patch's ``install`` gets: the environment, its options, and undo-recorded ways to change
-TensorFlow (attributes through gorilla, environment variables). Every change is journaled where it
-is made, so ``revert`` is the journal played backwards and no patch writes its undo twice.
+TensorFlow (attributes, environment variables). Every change is journaled where it is made, so
+``revert`` is the journal played backwards and no patch writes its undo twice.
+
+The contract a patch keeps:
+
+- Attributes are changed only through :meth:`PatchContext.replace_attribute` and
+  :meth:`PatchContext.replace_everywhere`; nothing else is written into TensorFlow, so revert
+  leaves no trace (the journal lives here, not in the patched objects).
+- ``replace_everywhere`` rebinds only inside TensorFlow's own packages
+  (:data:`tf_patches.frames.LIBRARY_PACKAGES`). A user module that holds the original keeps it.
+  A user module that takes the replacement after ``apply_all()`` keeps it after ``revert_all()``,
+  so every replacement given to ``replace_everywhere`` must close over ``ctx`` and its original
+  and begin with the pass-through (one attribute read per call, ≈10 ns)::
+
+      def wrapper(*args, **kwargs):
+          if not ctx.active:                   # reverted: behave exactly as the original
+              return original(*args, **kwargs)
+          ...
+
+  and call ``original`` with the same arguments, returning its result, doing nothing else.
+  ``tests/test_lifecycle.py`` checks this for every registered patch.
 """
 
 from __future__ import annotations
@@ -11,10 +30,15 @@ import sys
 from itertools import repeat
 from operator import is_
 from types import ModuleType
-from typing import Any, Callable, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Tuple
 
 from .environment import Environment
 from .errors import logger
+from .frames import LIBRARY_PACKAGES
+
+# id(replacement) -> (replacement, original), for every replacement installed and not reverted.
+_installed: Dict[int, Tuple[Any, Any]] = {}
+_MISSING = object()
 
 
 def tf_module(dotted: str) -> ModuleType:
@@ -32,60 +56,95 @@ def tf_module(dotted: str) -> ModuleType:
     raise ImportError("; ".join(errors))
 
 
+def get_original(obj: Any) -> Any:
+    """The object a tf-patches replacement stands for (through any number of replacements), or
+    ``obj`` itself when it is not an installed replacement."""
+    while id(obj) in _installed:
+        replacement, original = _installed[id(obj)]
+        if replacement is not obj or original is obj:
+            break
+        obj = original
+    return obj
+
+
+def is_patched(obj: Any) -> bool:
+    """Whether ``obj`` is a replacement tf-patches has installed and not reverted (e.g.
+    ``is_patched(tf.compat.v1.get_seed)``)."""
+    return get_original(obj) is not obj
+
+
 class PatchContext:
+    """One patch's installation: what it was decided on, and the journal of what it changed.
+
+    ``active`` is True from creation until :meth:`revert`: replacements read it to pass through.
+    """
+
     def __init__(self, name: str, env: Environment, options: Mapping[str, Any]):
         self.name = name
         self.env = env
         self.options = dict(options)
+        self.active = True
+        # Bindings outside TF's packages that held an original replace_everywhere replaced: left as
+        # they were (a guard cannot reach them; a patch may say so).
+        self.user_bindings: List[str] = []
         self._undo: List[Tuple[str, Callable[[], None]]] = []
+        self._saved: Dict[Tuple[int, str], Any] = {}  # (id(owner), attribute) -> first original
 
     # -- changes, each journaled for revert -------------------------------------------------
     def replace_attribute(self, owner: Any, attribute: str, replacement: Any) -> Any:
-        """Set ``owner.attribute = replacement`` with gorilla, keeping the original; return it.
+        """Set ``owner.attribute = replacement``, keeping the original; return it (as read).
 
-        An attribute inherited rather than owned is deleted again on revert, so reverting leaves
-        no shadowing copy in a subclass.
+        Replacing the same attribute again keeps the first original, which revert restores (the
+        same object, ``is``). An attribute inherited rather than owned is deleted again on revert,
+        so reverting leaves no shadowing copy in a subclass.
         """
-        if not hasattr(owner, attribute):
+        original = getattr(owner, attribute, _MISSING)
+        if original is _MISSING:
             raise AttributeError(f"{_describe(owner)} has no attribute {attribute!r}")
-        import gorilla  # here, not at module level: start-up stays cheap where nothing installs
-
-        original = getattr(owner, attribute)
-        owned = attribute in vars(owner)
-        # allow_hit: we replace on purpose; store_hit: gorilla keeps the original for revert.
-        settings = gorilla.Settings(allow_hit=True, store_hit=True)
-        patch = gorilla.Patch(owner, attribute, replacement, settings=settings)
-        gorilla.apply(patch)
-
-        def undo() -> None:
-            gorilla.revert(patch)
-            if not owned:  # gorilla put the inherited original into the subclass: take it out
-                delattr(owner, attribute)
-
-        self._undo.append((f"{_describe(owner)}.{attribute}", undo))
+        key = (id(owner), attribute)
+        if key not in self._saved:
+            # The raw value (a staticmethod stays one), or _MISSING where it is inherited.
+            raw = getattr(owner, "__dict__", {}).get(attribute, _MISSING)
+            self._saved[key] = raw
+            self._undo.append((f"{_describe(owner)}.{attribute}", lambda: _restore(owner, attribute, raw)))
+        setattr(owner, attribute, replacement)
+        _installed[id(replacement)] = (replacement, original)
+        self._undo.append((f"{_describe(owner)}.{attribute} (as installed)",
+                           lambda: _installed.pop(id(replacement), None)))
         return original
 
     def replace_everywhere(self, owner: ModuleType, attribute: str, replacement: Any) -> List[str]:
-        """Replace a function in its module and in every loaded module bound to it by name
-        (``from x import f`` copies the reference: ``tf.compat.v1.get_seed`` is one).
+        """Replace a function in its module and in every loaded module of TF's own packages bound
+        to it by name (``from x import f`` copies the reference: ``tf.compat.v1.get_seed`` is one).
 
-        Returns the bindings patched, as ``module.attribute`` strings. Modules loaded later that
-        import the name get the replacement from ``owner``; revert swaps those back too.
+        Returns the bindings replaced, as ``module.attribute`` strings. Bindings in other modules
+        (the user's, ``__main__``) are left as they are and listed in :attr:`user_bindings`; the
+        replacement must pass through once reverted (see the module docstring). TF modules loaded
+        later that import the name get the replacement from ``owner``; revert swaps those back.
         """
         original = getattr(owner, attribute)
         patched = [f"{owner.__name__}.{attribute}"]
         self.replace_attribute(owner, attribute, replacement)
+        left = []
         for module_name, module, name in _bindings(original):
-            if module is owner or name.startswith("_gorilla_"):  # gorilla's own copy of the original
+            if module is owner and name == attribute:
                 continue
-            self.replace_attribute(module, name, replacement)
-            patched.append(f"{module_name}.{name}")
+            if _library_module(module_name, module):
+                self.replace_attribute(module, name, replacement)
+                patched.append(f"{module_name}.{name}")
+            else:
+                left.append(f"{module_name}.{name}")
+        if left:
+            logger.debug("tf-patches: %s: %s.%s is also held outside TensorFlow, left as it is: %s",
+                         self.name, owner.__name__, attribute, ", ".join(left))
+            self.user_bindings.extend(left)
 
         def rebind_late_copies() -> None:
-            for _, module, name in _bindings(replacement):
-                vars(module)[name] = original
+            for module_name, module, name in _bindings(replacement):
+                if _library_module(module_name, module):
+                    vars(module)[name] = original
 
-        # Runs after the per-binding undos (journal is played backwards).
+        # Runs after the per-binding undos (the journal is played backwards).
         self._undo.insert(0, (f"late bindings of {attribute}", rebind_late_copies))
         return patched
 
@@ -108,7 +167,9 @@ class PatchContext:
 
     # -- engine side ------------------------------------------------------------------------
     def revert(self) -> List[str]:
-        """Undo every change, newest first; returns the errors (an undo never stops the others)."""
+        """Undo every change, newest first; returns the errors (an undo never stops the others).
+        Replacements pass through from the start, so one called meanwhile is the original."""
+        self.active = False
         errors = []
         while self._undo:
             what, undo = self._undo.pop()
@@ -117,11 +178,23 @@ class PatchContext:
             except Exception as exc:
                 logger.warning("tf-patches: reverting %s of %s failed: %s", what, self.name, exc)
                 errors.append(f"{what}: {exc}")
+        self._saved.clear()
         return errors
 
-    @property
-    def changes(self) -> List[str]:
-        return [what for what, _ in self._undo]
+
+def _restore(owner: Any, attribute: str, raw: Any) -> None:
+    if raw is _MISSING:
+        delattr(owner, attribute)
+    else:
+        setattr(owner, attribute, raw)
+
+
+def _library_module(module_name: str, module: ModuleType) -> bool:
+    """Whether a loaded module is TensorFlow's (or Keras's…): both its key in ``sys.modules`` and
+    its own name, so an alias such as ``__mp_main__`` never counts."""
+    own_name = getattr(module, "__name__", None)
+    return (module_name.partition(".")[0] in LIBRARY_PACKAGES and isinstance(own_name, str)
+            and own_name.partition(".")[0] in LIBRARY_PACKAGES)
 
 
 def _bindings(target: Any) -> List[Tuple[str, ModuleType, str]]:

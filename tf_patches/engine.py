@@ -8,13 +8,13 @@ import sys
 import threading
 import warnings
 from dataclasses import dataclass
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, Union
 
 from . import registry
 from .context import PatchContext
 from .environment import Environment, complete, detect
-from .errors import AdvisoryWarning, TfPatchesError, logger
-from .options import resolve, warn_config
+from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
+from .options import Option, resolve, warn_config
 from .registry import PatchSpec
 from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
 
@@ -27,6 +27,7 @@ class _State:
     status: str = SKIPPED
     reason: str = "apply_all() has not run"
     ctx: Optional[PatchContext] = None
+    requested: bool = False  # named in only=: strict mode raises if it ends skipped
 
 
 _lock = threading.RLock()
@@ -55,11 +56,17 @@ def apply_all(
     patch fails or one named in ``only`` cannot apply; ``env`` describes the machine instead of
     detecting it (an :class:`Environment` or a mapping for :meth:`Environment.from_dict`). Patch
     options (see the README) are keywords too. Unset keywords fall back to ``TF_PATCHES_*``
-    variables. Calling it again installs nothing twice.
+    variables. Calling it again installs nothing twice, from any number of threads; it adds
+    patches not yet applied, and where it asks other options of a patch already applied or
+    pending (or excludes one) it warns once and keeps those in force: to change them, call
+    :func:`revert_all` first.
     """
     global _env, _env_injected, _strict
     specs = registry.specs()
-    options = resolve(registry.all_options(), dict(only=only, exclude=exclude, strict=strict, **patch_options))
+    given = dict(only=only, exclude=exclude, strict=strict, **patch_options)
+    all_options = registry.all_options()
+    options = resolve(all_options, given)
+    asked = _asked(all_options, given)
     injected = _environment_argument(env)
     with _lock:
         _strict = options["strict"]
@@ -68,9 +75,11 @@ def apply_all(
         else:
             _env, _env_injected = _assumed_or_detected(), False
         problems = []
+        kept: List[str] = []
         for spec in specs:
             state = _states.setdefault(spec.name, _State())
             if state.status in (APPLIED, PENDING):
+                kept.extend(_kept_settings(spec, state, options, asked))
                 continue  # advisories are decided again: they depend only on the environment
             if options["only"] is not None and spec.name not in options["only"]:
                 state.status, state.reason = SKIPPED, "not selected (only= / TF_PATCHES_ONLY)"
@@ -78,12 +87,36 @@ def apply_all(
             if options["exclude"] and spec.name in options["exclude"]:
                 state.status, state.reason = SKIPPED, "excluded (exclude= / TF_PATCHES_EXCLUDE)"
                 continue
+            state.requested = options["only"] is not None
             _start(spec, state, _env, options)
-            if state.status == FAILED or (state.status == SKIPPED and options["only"]):
+            if state.status == FAILED or (state.status == SKIPPED and state.requested):
                 problems.append(f"{spec.name}: {state.status}: {state.reason}")
+        if kept:
+            warnings.warn(
+                "tf-patches: apply_all() called again with other settings; those in force stay: "
+                f"{'; '.join(kept)}. To change them, call tf_patches.revert_all(), then "
+                "apply_all() with the new settings.", TfPatchesWarning, stacklevel=2)
         if problems and _strict:
             raise TfPatchesError("tf-patches (strict): " + "; ".join(problems))
         return report()
+
+
+def _asked(options: Tuple[Option, ...], given: Mapping[str, Any]) -> Set[str]:
+    """The options this call sets, by keyword or variable (not those left at their default)."""
+    return {option.name for option in options
+            if given.get(option.name) is not None or option.env_var in os.environ}
+
+
+def _kept_settings(spec: PatchSpec, state: _State, options: Mapping[str, Any], asked: Set[str]) -> List[str]:
+    """What a call asks of a patch already applied or pending that differs from what it has."""
+    assert state.ctx is not None
+    kept = [f"{spec.name} keeps {option.name}={state.ctx.options.get(option.name)!r} "
+            f"(asked: {options[option.name]!r})"
+            for option in spec.options
+            if option.name in asked and options[option.name] != state.ctx.options.get(option.name)]
+    if options["exclude"] and spec.name in options["exclude"] and "exclude" in asked:
+        kept.append(f"exclude= names {spec.name}, which stays {state.status}")
+    return kept
 
 
 def _start(spec: PatchSpec, state: _State, env: Environment, options: Mapping[str, Any]) -> None:
@@ -160,7 +193,8 @@ def _fail(state: _State, stage: str, exc: BaseException) -> None:
 
 def _on_tensorflow_imported(module: Any) -> None:
     """Post-import hook: install what waited for TF. It must never break the user's import,
-    except in strict mode, where the user asked to hear about a failure at once."""
+    except in strict mode, where the user asked to hear at once about a failure, or about a
+    patch named in ``only`` that turns out not to apply (no GPU, once TF says so)."""
     global _env
     try:
         with _lock:
@@ -168,18 +202,18 @@ def _on_tensorflow_imported(module: Any) -> None:
                 # The module that finished importing: on TF 1.15–2.1 tensorflow_core completes
                 # while the tensorflow package is still half-initialised.
                 _env = complete(_env, module)
-            failed = []
+            problems = []
             for spec in registry.specs():
                 state = _states.get(spec.name)
                 if state is not None and state.status == PENDING:
                     _install(spec, state)
-                    if state.status == FAILED:
-                        failed.append(f"{spec.name}: {state.reason}")
+                    if state.status == FAILED or (state.status == SKIPPED and state.requested):
+                        problems.append(f"{spec.name}: {state.status}: {state.reason}")
     except Exception as exc:  # pragma: no cover - defensive: a bug here must not break the import
         logger.error("tf-patches: post-import hook failed: %s", exc)
         return
-    if failed and _strict:
-        raise TfPatchesError("tf-patches (strict): " + "; ".join(failed))
+    if problems and _strict:
+        raise TfPatchesError("tf-patches (strict): " + "; ".join(problems))
 
 
 def _register_hook() -> None:

@@ -1,4 +1,4 @@
-"""Which stack frames are TensorFlow's (or Keras's) and which are the user's.
+"""Which stack frames (and modules) are TensorFlow's (or Keras's) and which are the user's.
 
 Patches that key on "the user's line behind this call" (seed_kernel_cache, rfft_guard) walk the
 stack on hot paths, so code objects are classified once and looked up by ``id()``: hashing a code
@@ -12,8 +12,14 @@ import importlib.util
 import os
 from typing import Any, Dict, List, Optional, Tuple
 
-# Packages whose frames belong to "the op being called", not to the user's call site.
-LIBRARY_PACKAGES = ("tensorflow", "tensorflow_core", "keras", "tf_keras")
+# TensorFlow's own packages and those of its add-ons from the tensorflow organisation: their frames
+# belong to "the op being called", not to the user's call site, and replace_everywhere rebinds
+# only in their modules (never in the user's).
+LIBRARY_PACKAGES = (
+    "tensorflow", "tensorflow_core", "keras", "tf_keras",
+    "tensorflow_estimator", "tensorflow_probability", "tensorflow_addons", "tensorflow_text",
+    "tensorflow_io",
+)
 
 
 def package_dirs(names: Tuple[str, ...] = LIBRARY_PACKAGES) -> Tuple[str, ...]:

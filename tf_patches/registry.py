@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Callable, List, Mapping, Optional, Tuple
@@ -73,22 +74,29 @@ class PatchSpec:
 
 
 _specs: List[PatchSpec] = []
+_lock = threading.RLock()  # the first specs() may come from many threads at once
 
 
 def specs() -> Tuple[PatchSpec, ...]:
-    """The registered patches (the built-in ones are loaded on first use)."""
+    """The registered patches (the built-in ones are loaded on first use, once, whichever thread
+    asks first)."""
     if not _specs:
-        for name in PATCH_MODULES:
-            _specs.append(PatchSpec.from_module(importlib.import_module(f"tf_patches.patches.{name}")))
+        with _lock:
+            if not _specs:
+                # Built in full, then published: a thread that skips the lock sees all or nothing.
+                loaded = [PatchSpec.from_module(importlib.import_module(f"tf_patches.patches.{name}"))
+                          for name in PATCH_MODULES]
+                _specs[:0] = loaded
     return tuple(_specs)
 
 
 def register(module: ModuleType) -> PatchSpec:
     """Add a patch module of your own (same shape as the built-in ones) after the built-in ones."""
     spec = PatchSpec.from_module(module)
-    if spec.name in names():
-        raise ValueError(f"a patch named {spec.name!r} is already registered")
-    _specs.append(spec)
+    with _lock:
+        if spec.name in names():
+            raise ValueError(f"a patch named {spec.name!r} is already registered")
+        _specs.append(spec)
     return spec
 
 
@@ -96,7 +104,8 @@ def unregister(name: str) -> None:
     """Remove a patch added with :func:`register` (revert it first)."""
     if name in PATCH_MODULES:
         raise ValueError(f"{name!r} is built in; exclude it with exclude=[{name!r}] instead")
-    _specs[:] = [spec for spec in _specs if spec.name != name]
+    with _lock:
+        _specs[:] = [spec for spec in _specs if spec.name != name]
 
 
 def all_options() -> Tuple[Option, ...]:

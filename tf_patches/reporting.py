@@ -13,7 +13,6 @@ PENDING = "pending"
 SKIPPED = "skipped"
 FAILED = "failed"
 ADVISED = "advised"  # an advisory whose gate matched: nothing patched, the user is told what to do
-STATUSES = (APPLIED, PENDING, SKIPPED, FAILED, ADVISED)
 
 
 @dataclass(frozen=True)

@@ -87,7 +87,8 @@ def install(ctx: PatchContext) -> str:
 
     @functools.wraps(original)
     def eager_py_func(*args, **kwargs):
-        if not context.executing_eagerly() or context.is_async() or could_possibly_record():
+        # Not active: reverted, and held by user code. Recording or async: TF's own path.
+        if not ctx.active or not context.executing_eagerly() or context.is_async() or could_possibly_record():
             return original(*args, **kwargs)
         try:
             token = free.pop()

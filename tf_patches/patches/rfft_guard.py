@@ -104,9 +104,12 @@ class CallSites:
 
 
 class Guard:
-    """Makes the replacement of one FFT function for the chosen mode."""
+    """Makes the replacement of one FFT function for the chosen mode. Each passes straight through
+    to its original once ``ctx`` is reverted (a reference user code took meanwhile stays valid)."""
 
-    def __init__(self, mode: str, build: str, device: Callable[[str], Any], sites: CallSites):
+    def __init__(self, ctx: PatchContext, mode: str, build: str, device: Callable[[str], Any],
+                 sites: CallSites):
+        self.ctx = ctx
         self.mode = mode
         self.build = build
         self._device = device
@@ -119,10 +122,12 @@ class Guard:
 
     def on_cpu(self, original: Callable[..., Any]) -> Callable[..., Any]:
         """``original`` with every op it builds placed on the CPU."""
-        device = self._device
+        ctx, device = self.ctx, self._device
 
         @functools.wraps(original)
         def guarded(*args: Any, **kwargs: Any) -> Any:
+            if not ctx.active:
+                return original(*args, **kwargs)
             with device(_CPU):
                 return original(*args, **kwargs)
 
@@ -132,10 +137,12 @@ class Guard:
         return self.on_cpu(original)
 
     def _error(self, original: Callable[..., Any], label: str) -> Callable[..., Any]:
-        build = self.build
+        ctx, build = self.ctx, self.build
 
         @functools.wraps(original)
         def guarded(*args: Any, **kwargs: Any) -> Any:
+            if not ctx.active:
+                return original(*args, **kwargs)
             raise UnsafeFFTError(
                 f"tf-patches refused to build {label} on {build}, whose cuFFT ops leak "
                 f"({_evidence()}). {_remedies()}, or set {OPTIONS[0].env_var}=warn to allow it."
@@ -144,10 +151,12 @@ class Guard:
         return guarded
 
     def _warn(self, original: Callable[..., Any], label: str) -> Callable[..., Any]:
-        direct = self._sites.direct
+        ctx, direct = self.ctx, self._sites.direct
 
         @functools.wraps(original)
         def guarded(*args: Any, **kwargs: Any) -> Any:
+            if not ctx.active:
+                return original(*args, **kwargs)
             caller = sys._getframe(1)
             if (id(caller.f_code), caller.f_lasti) not in direct:
                 self._warn_once(caller, label)
@@ -238,7 +247,7 @@ def install(ctx: PatchContext) -> str:
     fft_ops = tf_module("python.ops.signal.fft_ops")
     raw_ops = tf_module("python.ops.gen_spectral_ops")
     device = tf_module("python.framework.ops").device
-    guard = Guard(mode, _build(ctx.env), device, CallSites(CodeClassifier(package_dirs())))
+    guard = Guard(ctx, mode, _build(ctx.env), device, CallSites(CodeClassifier(package_dirs())))
     functions = bindings = 0
     for owner, attribute, label in _targets(fft_ops, raw_ops):
         original = getattr(owner, attribute)
@@ -246,7 +255,16 @@ def install(ctx: PatchContext) -> str:
             continue  # one function under two owners (fft_ops.fft is gen_spectral_ops.fft): done
         bindings += len(ctx.replace_everywhere(owner, attribute, guard.wrap(original, label)))
         functions += 1
+    if not functions:  # a guard that guards nothing must not report itself applied
+        raise AttributeError(f"none of the FFT functions {', '.join(FAMILY)} found in {fft_ops.__name__}")
     detail = f"mode {mode}: {functions} FFT functions guarded in {bindings} bindings"
+    if ctx.user_bindings:
+        detail += f"; unguarded, held by user code since before apply_all(): {', '.join(ctx.user_bindings)}"
+        warnings.warn(
+            f"tf-patches: {', '.join(ctx.user_bindings)} took an FFT function before apply_all() "
+            f"and stay unguarded on {guard.build}, whose FFT ops leak ({ISSUE_URL}): call "
+            "apply_all() before importing them, or look them up when calling (tf.signal.rfft).",
+            UnsafeFFTWarning, stacklevel=2)
     if mode == "cpu":
         detail += f", {_gradients_on_cpu(ctx, guard)} FFT gradients on the CPU"
     return detail

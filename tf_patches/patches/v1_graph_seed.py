@@ -31,6 +31,8 @@ def install(ctx: PatchContext) -> str:
     original = ops.disable_eager_execution
 
     def disable_eager_execution() -> None:
+        if not ctx.active:  # reverted, and held by user code: TF's own, as it is
+            return original()
         original()
         # context_safe: a process that never made the eager context has no eager seed either.
         seed = context.global_seed() if context.context_safe() is not None else None
