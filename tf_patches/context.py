@@ -30,7 +30,7 @@ import sys
 from itertools import repeat
 from operator import is_
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Mapping, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Set, Tuple
 
 from .environment import Environment
 from .errors import logger
@@ -73,6 +73,16 @@ def is_patched(obj: Any) -> bool:
     return get_original(obj) is not obj
 
 
+class Replaced(NamedTuple):
+    """One attribute a patch replaced (``everywhere``: through ``replace_everywhere``)."""
+
+    owner: Any
+    attribute: str
+    replacement: Any
+    original: Any
+    everywhere: bool
+
+
 class PatchContext:
     """One patch's installation: what it was decided on, and the journal of what it changed.
 
@@ -87,8 +97,9 @@ class PatchContext:
         # Bindings outside TF's packages that held an original replace_everywhere replaced: left as
         # they were (a guard cannot reach them; a patch may say so).
         self.user_bindings: List[str] = []
+        self.replaced: List[Replaced] = []  # in the order made; emptied by revert
         self._undo: List[Tuple[str, Callable[[], None]]] = []
-        self._saved: Dict[Tuple[int, str], Any] = {}  # (id(owner), attribute) -> first original
+        self._saved: Set[Tuple[int, str]] = set()  # (id(owner), attribute) whose first original is kept
 
     # -- changes, each journaled for revert -------------------------------------------------
     def replace_attribute(self, owner: Any, attribute: str, replacement: Any) -> Any:
@@ -98,6 +109,9 @@ class PatchContext:
         same object, ``is``). An attribute inherited rather than owned is deleted again on revert,
         so reverting leaves no shadowing copy in a subclass.
         """
+        return self._replace(owner, attribute, replacement, everywhere=False)
+
+    def _replace(self, owner: Any, attribute: str, replacement: Any, everywhere: bool) -> Any:
         original = getattr(owner, attribute, _MISSING)
         if original is _MISSING:
             raise AttributeError(f"{_describe(owner)} has no attribute {attribute!r}")
@@ -105,10 +119,11 @@ class PatchContext:
         if key not in self._saved:
             # The raw value (a staticmethod stays one), or _MISSING where it is inherited.
             raw = getattr(owner, "__dict__", {}).get(attribute, _MISSING)
-            self._saved[key] = raw
+            self._saved.add(key)
             self._undo.append((f"{_describe(owner)}.{attribute}", lambda: _restore(owner, attribute, raw)))
         setattr(owner, attribute, replacement)
         _installed[id(replacement)] = (replacement, original)
+        self.replaced.append(Replaced(owner, attribute, replacement, original, everywhere))
         self._undo.append((f"{_describe(owner)}.{attribute} (as installed)",
                            lambda: _installed.pop(id(replacement), None)))
         return original
@@ -124,13 +139,13 @@ class PatchContext:
         """
         original = getattr(owner, attribute)
         patched = [f"{owner.__name__}.{attribute}"]
-        self.replace_attribute(owner, attribute, replacement)
+        self._replace(owner, attribute, replacement, everywhere=True)
         left = []
         for module_name, module, name in _bindings(original):
             if module is owner and name == attribute:
                 continue
             if _library_module(module_name, module):
-                self.replace_attribute(module, name, replacement)
+                self._replace(module, name, replacement, everywhere=True)
                 patched.append(f"{module_name}.{name}")
             else:
                 left.append(f"{module_name}.{name}")
@@ -179,6 +194,7 @@ class PatchContext:
                 logger.warning("tf-patches: reverting %s of %s failed: %s", what, self.name, exc)
                 errors.append(f"{what}: {exc}")
         self._saved.clear()
+        self.replaced.clear()
         return errors
 
 

@@ -1,0 +1,368 @@
+"""Every registered patch through its whole life, as dd-trace's ``PatchTestCase`` does for its
+integrations: a patch added to ``registry.PATCH_MODULES`` gets each check here by being registered.
+
+Nothing is skipped: a patch that does not apply to this TensorFlow (``keras2_predict_loop`` on
+2.21, the advisories) must say so in its report row, for its gate's reason, and change nothing.
+The checks that need a clean interpreter share three fresh processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import sys
+import types
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+import pytest
+
+import tf_patches
+from tf_patches import engine, registry
+from tf_patches.context import Replaced, tf_module
+from tf_patches.options import resolve
+from tf_patches.patches import rfft_guard
+
+from .fresh import run_fresh
+
+PATCHES = registry.PATCH_MODULES
+# apply_all keywords under which a patch installs on this CPU machine where the defaults do not:
+# an opt-in patch is asked for, a patch for another build gets that build described (env=).
+ENABLE: Dict[str, Dict[str, Any]] = {
+    "op_determinism": {"deterministic": True},
+    "rfft_guard": {"env": rfft_guard.REPORTED_MACHINE},
+}
+# A TF symbol to take away from a patch that replaces no attribute (the others lose theirs).
+MOVED = {"op_determinism": ("python.framework.config", "enable_op_determinism")}
+USER_MODULE = "lifecycle_user_code"
+
+
+def _spec(name: str) -> registry.PatchSpec:
+    return next(spec for spec in registry.specs() if spec.name == name)
+
+
+def _kwargs(name: str) -> Dict[str, Any]:
+    return ENABLE.get(name, {})
+
+
+def _apply(name: str) -> tf_patches.Report:
+    return tf_patches.apply_all(only=[name], **_kwargs(name))
+
+
+def _replaced(name: str) -> List[Replaced]:
+    state = engine._states.get(name)
+    return list(state.ctx.replaced) if state is not None and state.ctx is not None else []
+
+
+def _expected(name: str, env: Any) -> Tuple[str, Optional[str]]:
+    """The status the patch's own gate and precondition promise here, and the reason if skipped."""
+    spec = _spec(name)
+    given = {key: value for key, value in _kwargs(name).items() if key != "env"}
+    verdict, reason = spec.check(env, resolve(registry.all_options(), given, environ={}))
+    if verdict is False:
+        return "skipped", reason
+    return ("advised" if spec.advise else "applied"), None
+
+
+def _check_row(name: str, report: tf_patches.Report) -> str:
+    row = report[name]
+    status, reason = _expected(name, report.environment)
+    assert row.status == status, row.reason
+    if reason is not None:
+        assert row.reason == reason
+    return status
+
+
+@pytest.fixture
+def installs(monkeypatch):
+    """Count each patch's installs (the registered spec swapped for a counting copy)."""
+    counts: Dict[str, int] = {}
+    specs = list(registry.specs())
+    for index, spec in enumerate(specs):
+        def counted(ctx, _install=spec.install, _name=spec.name):
+            counts[_name] = counts.get(_name, 0) + 1
+            return _install(ctx)
+
+        specs[index] = dataclasses.replace(spec, install=counted)
+    monkeypatch.setattr(registry, "_specs", specs)
+    return counts
+
+
+# -- in this process: TensorFlow imported first -------------------------------------------------
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_import_then_apply_twice_installs_once(tf, installs, name):
+    first = _apply(name)
+    status = _check_row(name, first)
+    replaced = _replaced(name)
+    assert all(getattr(r.owner, r.attribute) is r.replacement for r in replaced)
+    assert status == "applied" or not replaced
+    second = _apply(name)
+    assert second[name] == first[name]
+    assert installs.get(name, 0) == (status == "applied")
+    assert [r.replacement for r in _replaced(name)] == [r.replacement for r in replaced]
+
+
+def _namespaces(extra_owners: List[Any]) -> Dict[int, Tuple[Any, Dict[str, Any]]]:
+    """A shallow copy of every loaded module's namespace (tf-patches' own state aside) and of
+    ``extra_owners``' (classes)."""
+    owners = [module for name, module in list(sys.modules.items())
+              if type(getattr(module, "__dict__", None)) is dict and name.partition(".")[0] != "tf_patches"]
+    return {id(owner): (owner, dict(vars(owner))) for owner in owners + extra_owners}
+
+
+def _assert_unchanged(before: Dict[int, Tuple[Any, Dict[str, Any]]], replacements: List[Any]) -> None:
+    """Every name bound before is bound to the same object (``is``); nothing the patch made is
+    left anywhere (added names: only what TF's lazy imports add)."""
+    for owner, names in before.values():
+        now = vars(owner)
+        where = getattr(owner, "__name__", owner)
+        assert [key for key in names if key not in now] == [], f"{where} lost names"
+        assert [key for key, value in names.items() if now.get(key) is not value] == [], f"{where} changed"
+        added = [key for key in now if key not in names]
+        assert not [key for key in added if any(now[key] is r for r in replacements)], f"{where} kept a patch"
+
+
+def _assert_no_gorilla() -> None:
+    for module in list(sys.modules.values()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict:
+            continue
+        owners = [module] + [value for value in namespace.values() if isinstance(value, type)]
+        left = [f"{getattr(owner, '__name__', owner)}.{key}" for owner in owners
+                for key in vars(owner) if key.startswith("_gorilla")]
+        assert not left, left
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_apply_revert_apply_restores_the_same_objects(tf, name):
+    _apply(name)  # the first install imports what the patch needs: its targets are then known
+    targets = [(r.owner, r.attribute) for r in _replaced(name)]
+    tf_patches.revert_all()
+    before = _namespaces([owner for owner, _ in targets if isinstance(owner, type)])
+    for _ in range(2):
+        _check_row(name, _apply(name))
+        replaced = _replaced(name)
+        assert [(r.owner, r.attribute) for r in replaced] == targets
+        for r in replaced:
+            assert getattr(r.owner, r.attribute) is r.replacement
+            assert tf_patches.is_patched(r.replacement) and tf_patches.get_original(r.replacement) is r.original
+        tf_patches.revert_all()
+        _assert_unchanged(before, [r.replacement for r in replaced])
+        assert not any(tf_patches.is_patched(r.replacement) for r in replaced)
+    _assert_no_gorilla()
+
+
+def _arguments(function: Any) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """Distinct objects for each parameter of ``function`` (one more for ``*args``/``**kwargs``)."""
+    args: List[Any] = []
+    kwargs: Dict[str, Any] = {}
+    for parameter in inspect.signature(function, follow_wrapped=False).parameters.values():
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD, parameter.VAR_POSITIONAL):
+            args.append(object())
+        else:
+            kwargs[parameter.name if parameter.kind == parameter.KEYWORD_ONLY else "extra"] = object()
+    return tuple(args), kwargs
+
+
+def assert_passes_through(wrapper: Any, original: Any) -> None:
+    """``wrapper`` calls ``original`` with exactly its arguments, returns its result, and calls
+    nothing else: its original (a closure cell) is swapped for a recorder, and the calls made in
+    the wrapper's frame are profiled."""
+    cells = [cell for cell in wrapper.__closure__ or () if cell.cell_contents is original]
+    assert cells, f"{wrapper} must close over its original (see tf_patches/context.py)"
+    result, calls, events = object(), [], []
+
+    def recorder(*args: Any, **kwargs: Any) -> Any:
+        calls.append((args, kwargs))
+        return result
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if frame.f_code is wrapper.__code__:
+            events.append((event, getattr(arg, "__name__", None) if event == "c_call" else frame.f_code.co_name))
+        elif event in ("call", "return") and frame.f_back is not None and frame.f_back.f_code is wrapper.__code__:
+            events.append((event, frame.f_code.co_name))
+
+    args, kwargs = _arguments(wrapper)
+    for cell in cells:
+        cell.cell_contents = recorder
+    try:
+        sys.setprofile(profile)
+        try:
+            returned = wrapper(*args, **kwargs)
+        finally:
+            sys.setprofile(None)
+    finally:
+        for cell in cells:
+            cell.cell_contents = original
+    name = wrapper.__code__.co_name
+    assert events == [("call", name), ("call", "recorder"), ("return", "recorder"), ("return", name)]
+    assert calls == [(args, kwargs)] and returned is result
+
+
+def _hold(owner: Any, prefix: str, values: List[Any], monkeypatch) -> None:
+    for index, value in enumerate(values):
+        monkeypatch.setattr(owner, f"{prefix}{index}", value, raising=False)
+
+
+def _held(owner: Any, prefix: str, count: int) -> List[Any]:
+    return [getattr(owner, f"{prefix}{index}") for index in range(count)]
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeypatch, name):
+    _apply(name)
+    originals = [r.original for r in _replaced(name)]
+    tf_patches.revert_all()
+    user = types.ModuleType(USER_MODULE)
+    main = sys.modules["__main__"]
+    monkeypatch.setitem(sys.modules, USER_MODULE, user)
+    monkeypatch.setitem(sys.modules, "__mp_main__", main)  # multiprocessing's alias of __main__
+    for owner in (user, main):
+        _hold(owner, "_lifecycle_before_", originals, monkeypatch)  # `from tf... import f` before
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", rfft_guard.UnsafeFFTWarning)  # rfft_guard's own test says it
+        _check_row(name, _apply(name))
+    replaced = _replaced(name)
+    assert [r.original for r in replaced] == originals
+    held = [f"{USER_MODULE}._lifecycle_before_{i}" for i, r in enumerate(replaced) if r.everywhere]
+    if held:
+        assert set(held) <= set(engine._states[name].ctx.user_bindings)
+    wrappers = [r.replacement for r in replaced]
+    for owner in (user, main):
+        assert all(a is b for a, b in zip(_held(owner, "_lifecycle_before_", len(originals)), originals))
+        _hold(owner, "_lifecycle_after_", wrappers, monkeypatch)  # taken after apply_all()
+    tf_patches.revert_all()
+    for owner in (user, main):
+        assert all(a is b for a, b in zip(_held(owner, "_lifecycle_before_", len(originals)), originals))
+        assert all(a is b for a, b in zip(_held(owner, "_lifecycle_after_", len(wrappers)), wrappers))
+    for r in replaced:
+        if r.everywhere:
+            assert_passes_through(r.replacement, r.original)
+
+
+@pytest.mark.parametrize("mode", rfft_guard.MODES)
+def test_each_guard_mode_passes_through_after_revert(tf, mode):
+    tf_patches.apply_all(only=["rfft_guard"], rfft_guard=mode, **_kwargs("rfft_guard"))
+    replaced = _replaced("rfft_guard")
+    assert replaced
+    tf_patches.revert_all()
+    for r in replaced:
+        assert_passes_through(r.replacement, r.original)
+
+
+def _homes(owner: Any, attribute: str) -> List[Any]:
+    """Every namespace ``owner.attribute`` could be found in: the owner's and, for a method, each
+    class of its MRO that defines one (so that none is found once all are taken away)."""
+    if not isinstance(owner, type) and attribute in getattr(owner, "__dict__", {}):
+        return [owner]
+    mro = owner.__mro__ if isinstance(owner, type) else type(owner).__mro__
+    return [klass for klass in mro if klass is not object and attribute in vars(klass)]
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_a_moved_symbol_fails_that_patch_alone(tf, monkeypatch, name):
+    baseline = tf_patches.apply_all(**_kwargs(name))
+    targets = [(r.owner, r.attribute) for r in _replaced(name)]
+    tf_patches.revert_all()
+    if _check_row(name, baseline) != "applied":
+        assert not targets  # nothing installed here, so nothing can move: the row says why
+        return
+    if not targets:
+        dotted, attribute = MOVED[name]  # a patch that replaces nothing names what it needs
+        targets = [(tf_module(dotted), attribute)]
+    for owner, attribute in targets:
+        for home in _homes(owner, attribute):
+            monkeypatch.delattr(home, attribute)
+    report = tf_patches.apply_all(**_kwargs(name))
+    row = report[name]
+    assert row.status == "failed" and any(attribute in row.reason for _, attribute in targets), row.reason
+    assert {r.name: r.status for r in report if r.name != name} == {
+        r.name: r.status for r in baseline if r.name != name}
+
+
+# -- fresh processes: the first apply_all(), from 16 threads, before and after `import tensorflow`
+
+FIRST_CALL = """
+import importlib, json, sys, threading
+{import_first}
+import tf_patches
+from tf_patches import engine, registry
+
+kwargs = json.loads({kwargs!r})
+modules = [importlib.import_module("tf_patches.patches." + name) for name in registry.PATCH_MODULES]
+assert not registry._specs  # not filled yet: the threads below race to fill it
+counts, lock = {{module.NAME: 0 for module in modules}}, threading.Lock()
+for module in modules:
+    if hasattr(module, "install"):
+        def counted(ctx, _install=module.install, _name=module.NAME):
+            with lock:
+                counts[_name] += 1
+            return _install(ctx)
+        module.install = counted
+barrier, reports = threading.Barrier(16), []
+def call():
+    barrier.wait()
+    reports.append(tf_patches.apply_all(**kwargs))
+threads = [threading.Thread(target=call) for _ in range(16)]
+for thread in threads:
+    thread.start()
+for thread in threads:
+    thread.join()
+tf_imported = "tensorflow" in sys.modules
+before = {{row.name: row.status for row in tf_patches.report()}}
+import tensorflow
+in_place = {{name: [getattr(r.owner, r.attribute) is r.replacement for r in state.ctx.replaced]
+            for name, state in engine._states.items() if state.ctx is not None}}
+print(json.dumps({{"rows": [[row.name for row in report] for report in reports], "counts": counts,
+                  "tf_imported": tf_imported, "before": before, "in_place": in_place,
+                  "after": {{row.name: [row.status, row.reason] for row in tf_patches.report()}}}}))
+"""
+
+
+def _config(name: str) -> Tuple[str, Dict[str, Any]]:
+    """The fresh process a patch is checked in: one for every patch that installs under the
+    default machine (with every opt-in asked for), one per described machine."""
+    kwargs = _kwargs(name)
+    if "env" in kwargs:
+        return name, kwargs
+    common: Dict[str, Any] = {}
+    for other in ENABLE.values():
+        if "env" not in other:
+            common.update(other)
+    return "detected", common
+
+
+@pytest.fixture(scope="module")
+def first_calls() -> Dict[Tuple[str, bool], Any]:
+    """Each configuration's fresh process (TF imported first, or after): run once, shared."""
+    results = {}
+    for name in PATCHES:
+        config, kwargs = _config(name)
+        orders = (True, False) if config == "detected" else (False,)
+        for tf_first in orders:
+            if (config, tf_first) not in results:
+                code = FIRST_CALL.format(import_first="import tensorflow" if tf_first else "",
+                                         kwargs=json.dumps(kwargs))
+                results[(config, tf_first)] = run_fresh(code)
+    return results
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_first_call_from_16_threads_installs_once(tf, first_calls, name):
+    config, kwargs = _config(name)
+    env = tf_patches.Environment.from_dict(kwargs["env"]) if "env" in kwargs else tf_patches.detect()
+    status, reason = _expected(name, env)
+    for (which, tf_first), result in first_calls.items():
+        if which != config:
+            continue
+        assert all(rows == list(PATCHES) for rows in result["rows"]) and len(result["rows"]) == 16
+        assert result["tf_imported"] is tf_first
+        assert result["counts"][name] == (status == "applied")
+        assert result["after"][name][0] == status, result["after"][name]
+        if reason is not None:
+            assert result["after"][name][1] == reason
+        if status == "applied" and not tf_first:
+            assert result["before"][name] == "pending"  # apply then import: installed by the hook
+        assert all(result["in_place"].get(name, []))
