@@ -105,6 +105,9 @@ def test_gate_decisions_never_raise(version, cuda, spec):
         ({"version": "2.1", "gpus": [{"name": "A100", "compute_capability": 8.0}]}, TypeError),
         ({"version": "2.1", "gpus": ["A100"]}, TypeError),
         ([("version", "2.1")], TypeError),
+        ({"version": "2.1", "tensorflow_installed": "no"}, TypeError),
+        ({"version": "2.1\ud800"}, ValueError),  # JSON can spell a lone surrogate; it cannot be printed
+        ({"version": "2.1", "gpus": [{"name": "\udc80"}]}, ValueError),
     ],
 )
 def test_environment_from_dict_rejects_bad_descriptions_clearly(data, error):

@@ -12,12 +12,14 @@ cannot run, 127 when it is not found.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 from typing import Callable, Dict, Sequence
 
 from . import allocator
 from ._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from ._bootstrap import sitecustomize as bootstrap
 from .options import Option, flag, unset
 from .registry import all_options
 
@@ -51,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
         return 2  # a usage error, as argparse's own
     env = dict(os.environ)
     env["PYTHONPATH"] = _first_on_path(BOOTSTRAP_DIRECTORY, env.get("PYTHONPATH", ""))
+    if _start_reported_a_failing_sitecustomize():
+        env[bootstrap.REPORTED_VARIABLE] = str(os.getpid())  # the PID a Python command keeps
     env.update({key: value for key, value in vars(args).items() if key.startswith("TF_PATCHES_") and value})
     if args.malloc:
         try:
@@ -77,6 +81,19 @@ def _checked(option: Option) -> Callable[[str], str]:
         return value
 
     return check
+
+
+def _start_reported_a_failing_sitecustomize() -> bool:
+    """Whether this interpreter's own start-up printed an error for a failing sitecustomize (the
+    user's environment is ours too): Python's ``site`` does and then leaves none imported, and the
+    bootstrap does when it started this interpreter (``TF_PATCHES_AUTO=1``)."""
+    module = sys.modules.get("sitecustomize")
+    if module is not None:
+        return getattr(module, "hidden_failed", False) is True
+    try:
+        return not sys.flags.no_site and importlib.util.find_spec("sitecustomize") is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _first_on_path(directory: str, path: str) -> str:

@@ -51,6 +51,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if importlib.util.find_spec("tensorflow") is None:  # else each child would fail with a traceback
+        print("tf-patches demo: TensorFlow is not installed here: pip install 'tf-patches[tf]' "
+              "(or tensorflow)", file=sys.stderr)
+        return 2
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         print("tf-patches demo: --plot needs matplotlib, which is not installed here: "
               "pip install 'tf-patches[plot]' (or matplotlib)", file=sys.stderr)

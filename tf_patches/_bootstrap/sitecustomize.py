@@ -10,6 +10,11 @@ exception becomes one line on stderr and the program runs on.
 import os
 import sys
 
+# `tf-patches run` sets this to its own PID when its interpreter's start-up has already reported a
+# failing sitecustomize: a Python command it execs keeps that PID, and one process says it once.
+REPORTED_VARIABLE = "TF_PATCHES_SITECUSTOMIZE_REPORTED"
+hidden_failed = False  # read by `tf-patches run` when this bootstrap started its own interpreter
+
 
 def _warn(what: str, exc: BaseException) -> None:
     if sys.stderr is None:  # started with stderr closed: writing would fail start-up itself
@@ -28,14 +33,20 @@ def _run_hidden_sitecustomize() -> None:
     sys.path[:] = [entry for entry in saved_path if os.path.realpath(entry or os.curdir) != here]
     try:
         import sitecustomize  # noqa: F401  (the hidden one)
-    except ImportError as exc:
-        if exc.name != "sitecustomize":  # there is one and it failed: say so, never silently
-            _warn("error in your sitecustomize (run by tf-patches' bootstrap)", exc)
     except Exception as exc:
-        _warn("error in your sitecustomize (run by tf-patches' bootstrap)", exc)
+        if not (isinstance(exc, ImportError) and exc.name == "sitecustomize"):  # none is no error
+            _hidden_failed(exc)
     finally:
         sys.path[:] = saved_path
         sys.modules.setdefault("sitecustomize", this_module)  # the import system expects an entry
+
+
+def _hidden_failed(exc: BaseException) -> None:
+    """Say so, never silently, unless this very process said it before `tf-patches run` exec'd."""
+    global hidden_failed
+    hidden_failed = True
+    if os.environ.get(REPORTED_VARIABLE) != str(os.getpid()):
+        _warn("error in your sitecustomize (run by tf-patches' bootstrap)", exc)
 
 
 def _apply() -> None:
