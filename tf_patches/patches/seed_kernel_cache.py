@@ -56,10 +56,6 @@ TWINLESS: Tuple[Tuple[str, str, str], ...] = (
     ("gen_random_ops", "random_gamma", "RandomGamma"),
     ("gen_random_ops", "random_poisson_v2", "RandomPoissonV2"),
     ("gen_random_ops", "parameterized_truncated_normal", "ParameterizedTruncatedNormal"),
-    ("gen_nn_ops", "fractional_max_pool", "FractionalMaxPool"),
-    ("gen_nn_ops", "fractional_avg_pool", "FractionalAvgPool"),
-    ("gen_image_ops", "sample_distorted_bounding_box", "SampleDistortedBoundingBox"),
-    ("gen_image_ops", "sample_distorted_bounding_box_v2", "SampleDistortedBoundingBoxV2"),
     ("gen_candidate_sampling_ops", "uniform_candidate_sampler", "UniformCandidateSampler"),
     ("gen_candidate_sampling_ops", "log_uniform_candidate_sampler", "LogUniformCandidateSampler"),
     ("gen_candidate_sampling_ops", "learned_unigram_candidate_sampler", "LearnedUnigramCandidateSampler"),
@@ -68,9 +64,12 @@ TWINLESS: Tuple[Tuple[str, str, str], ...] = (
     ("gen_candidate_sampling_ops", "compute_accidental_hits", "ComputeAccidentalHits"),
     ("gen_data_flow_ops", "random_shuffle_queue_v2", "RandomShuffleQueueV2"),
 )
-# Ops with int seed/seed2 attributes that TF's own Python never feeds a get_seed() pair (GPU RNNs
-# are given seed 0 by Keras; the rest are legacy graph-only ops). A test keeps this list complete.
-NOT_FED = ("CudnnRNN", "CudnnRNNBackprop", "CudnnRNNBackpropV2", "CudnnRNNBackpropV3",
+# Ops with int seed/seed2 attributes that TF's own Python never feeds a fresh get_seed() pair
+# (GPU RNNs are given seed 0 by Keras; fractional pooling and sample_distorted_bounding_box call
+# get_seed only for a seed the user gave; the rest are legacy graph-only ops). A test keeps this
+# list complete.
+NOT_FED = ("FractionalAvgPool", "FractionalMaxPool", "SampleDistortedBoundingBox", "SampleDistortedBoundingBoxV2",
+           "CudnnRNN", "CudnnRNNBackprop", "CudnnRNNBackpropV2", "CudnnRNNBackpropV3",
            "CudnnRNNCanonicalToParams", "CudnnRNNCanonicalToParamsV2", "CudnnRNNParamsSize",
            "CudnnRNNParamsToCanonical", "CudnnRNNParamsToCanonicalV2", "CudnnRNNV2", "CudnnRNNV3",
            "RandomCrop", "RandomPoisson", "RandomShuffleQueue", "SnapshotDataset",
@@ -93,9 +92,9 @@ class Router:
     """Decides, per random-op call, whether its seeds are a fresh eager pair, and builds the
     twin's key/counter/alg tensors. The hot path is a thread-local read and two ``is`` tests."""
 
-    def __init__(self, context: Any, eager_tensor: type, uint64: int, int32: int):
+    def __init__(self, patch: PatchContext, context: Any, eager_tensor: type, uint64: int, int32: int):
         self.note = _Note()
-        self.active = True  # False after revert: wrappers held by user code pass through
+        self._patch = patch  # its ``active`` turns False at revert: wrappers user code kept pass through
         self._context = context
         self.eager_tensor = eager_tensor
         self._uint64, self._int32 = uint64, int32
@@ -111,7 +110,7 @@ class Router:
         if pair is None:
             return None
         note.pair = None
-        if seed2 is not pair[1] or seed is not pair[0] or not self.active:
+        if seed2 is not pair[1] or seed is not pair[0] or not self._patch.active:
             return None
         ctx = self._context._context
         if ctx is None or not ctx._thread_local_data.is_eager:
@@ -290,9 +289,8 @@ def install(ctx: PatchContext) -> str:
     dtypes = tf_module("python.framework.dtypes")
     ops = tf_module("python.framework.ops")
     pywrap_tfe = tf_module("python.pywrap_tfe")
-    router = Router(context, ops.EagerTensor, dtypes.uint64.as_datatype_enum,
+    router = Router(ctx, context, ops.EagerTensor, dtypes.uint64.as_datatype_enum,
                     dtypes.int32.as_datatype_enum)
-    ctx.on_revert("twin routing", lambda: setattr(router, "active", False))
     seeds = StableSeeds(package_dirs())
     ctx.on_revert("stable seed cache", seeds.clear)
     execute = pywrap_tfe.TFE_Py_FastPathExecute
@@ -326,7 +324,7 @@ def install(ctx: PatchContext) -> str:
     def get_seed(op_seed):
         seeds_ = original_get_seed(op_seed)
         # Stock drew a fresh pair exactly when eager, globally seeded and no op seed was given.
-        if op_seed is None and seeds_[0] is not None and router.active and executing_eagerly():
+        if op_seed is None and seeds_[0] is not None and ctx.active and executing_eagerly():
             note.pair = seeds_
         return seeds_
 
