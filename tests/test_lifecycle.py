@@ -104,24 +104,39 @@ def test_import_then_apply_twice_installs_once(tf, installs, name):
     assert [r.replacement for r in _replaced(name)] == [r.replacement for r in replaced]
 
 
-def _namespaces(extra_owners: List[Any]) -> Dict[int, Tuple[Any, Dict[str, Any]]]:
-    """A shallow copy of every loaded module's namespace (tf-patches' own state aside) and of
-    ``extra_owners``' (classes)."""
-    owners = [module for name, module in list(sys.modules.items())
-              if type(getattr(module, "__dict__", None)) is dict and name.partition(".")[0] != "tf_patches"]
-    return {id(owner): (owner, dict(vars(owner))) for owner in owners + extra_owners}
+def _namespaces() -> Dict[int, Tuple[Any, Dict[str, Any]]]:
+    """A shallow copy of the namespace of every loaded module (tf-patches' own state and its import
+    hooks' aside), and of
+    every class and object with a ``__dict__`` bound in one."""
+    found: Dict[int, Tuple[Any, Dict[str, Any]]] = {}
+    for name, module in list(sys.modules.items()):
+        namespace = getattr(module, "__dict__", None)
+        if type(namespace) is not dict or name.partition(".")[0] in ("tf_patches", "wrapt"):
+            continue
+        found[id(module)] = (module, dict(namespace))
+        for value in list(namespace.values()):
+            own = getattr(value, "__dict__", None) if not isinstance(value, types.ModuleType) else None
+            if own is not None and id(value) not in found and (isinstance(value, type) or type(own) is dict):
+                found[id(value)] = (value, dict(own))
+    return found
 
 
-def _assert_unchanged(before: Dict[int, Tuple[Any, Dict[str, Any]]], replacements: List[Any]) -> None:
-    """Every name bound before is bound to the same object (``is``); nothing the patch made is
-    left anywhere (added names: only what TF's lazy imports add)."""
+def _assert_unchanged(before: Dict[int, Tuple[Any, Dict[str, Any]]], targets: List[Tuple[Any, str]]) -> None:
+    """Every module and class binds each name to the object it did (``is``) and has gained none but
+    the submodules TF's lazy imports bind: no shadowing copy, no trace of the patch. Objects are
+    checked only for the attributes the patch replaced (their other state is theirs to change)."""
+    for owner, attribute in targets:
+        _, names = before[id(owner)]
+        assert vars(owner).get(attribute, names) is names.get(attribute, names), f"{owner}.{attribute}"
     for owner, names in before.values():
+        if not isinstance(owner, (types.ModuleType, type)):
+            continue
         now = vars(owner)
         where = getattr(owner, "__name__", owner)
         assert [key for key in names if key not in now] == [], f"{where} lost names"
         assert [key for key, value in names.items() if now.get(key) is not value] == [], f"{where} changed"
-        added = [key for key in now if key not in names]
-        assert not [key for key in added if any(now[key] is r for r in replacements)], f"{where} kept a patch"
+        added = [key for key in now if key not in names and not isinstance(now[key], types.ModuleType)]
+        assert added == [], f"{where} gained names"
 
 
 def _assert_no_gorilla() -> None:
@@ -137,19 +152,21 @@ def _assert_no_gorilla() -> None:
 
 @pytest.mark.parametrize("name", PATCHES)
 def test_apply_revert_apply_restores_the_same_objects(tf, name):
-    _apply(name)  # the first install imports what the patch needs: its targets are then known
-    targets = [(r.owner, r.attribute) for r in _replaced(name)]
-    tf_patches.revert_all()
-    before = _namespaces([owner for owner, _ in targets if isinstance(owner, type)])
+    tf_module("python.eager.context").ensure_initialized()  # TF's own lazy state, made at first use
+    before = _namespaces()
+    targets: List[Tuple[Any, str]] = []
     for _ in range(2):
         _check_row(name, _apply(name))
         replaced = _replaced(name)
-        assert [(r.owner, r.attribute) for r in replaced] == targets
+        assert not targets or [(r.owner, r.attribute) for r in replaced] == targets
+        targets = [(r.owner, r.attribute) for r in replaced]
         for r in replaced:
             assert getattr(r.owner, r.attribute) is r.replacement
             assert tf_patches.is_patched(r.replacement) and tf_patches.get_original(r.replacement) is r.original
         tf_patches.revert_all()
-        _assert_unchanged(before, [r.replacement for r in replaced])
+        # Modules the first install imported (and their objects) are checked from the second on.
+        before = {**_namespaces(), **before}
+        _assert_unchanged(before, targets)
         assert not any(tf_patches.is_patched(r.replacement) for r in replaced)
     _assert_no_gorilla()
 
