@@ -113,7 +113,7 @@ DRAWS = """
     tf.random.set_seed(5)
     keep(twinless, tf.random.categorical(tf.math.log([[0.2, 0.3, 0.5]]), 20), tf.random.gamma([6], 1.5),
          tf.random.poisson([6], 3.0), tf.compat.v1.multinomial([[0.0, 1.0]], 10),
-         tf.nn.fractional_max_pool(img[None], [1.0, 1.5, 1.5, 1.0], pseudo_random=True)[0])
+         tf.random.uniform_candidate_sampler([[1]], 1, 3, True, 10)[0])
     print(json.dumps({{"twin": twin, "twinless": twinless}}))
 """
 
