@@ -1,11 +1,10 @@
 """graph_growth_guard on real TensorFlow, in this process: a Session.run loop that builds ops
-warns once (or raises in finalize mode), a clean loop never does, eager Keras never meets it."""
+warns once (or raises in finalize mode), a clean loop never does."""
 
 from __future__ import annotations
 
 import warnings
 
-import numpy as np
 import pytest
 
 import tf_patches
@@ -126,27 +125,3 @@ def test_revert_restores_session_run(tf):
     tf_patches.revert_all()
     assert session.BaseSession.run is original
     assert "run" not in vars(tf.compat.v1.Session)
-
-
-def test_keras_in_eager_mode_never_reaches_the_guard(tf, monkeypatch):
-    session = tf_module("python.client.session")
-    apply()
-    guarded = session.BaseSession.run
-    calls = []
-
-    def counting(self, *args, **kwargs):
-        calls.append(self)
-        return guarded(self, *args, **kwargs)
-
-    monkeypatch.setattr(session.BaseSession, "run", counting)
-    tf.random.set_seed(1)
-    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(3), tf.keras.layers.Dense(1)])
-    model.compile("sgd", "mse")
-    data = np.ones((32, 4), np.float32)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", GraphGrowthWarning)
-        history = model.fit(data, data[:, :1], epochs=3, batch_size=8, verbose=0)
-        model.predict(data, verbose=0)
-    assert tf.executing_eagerly()
-    assert np.isfinite(history.history["loss"]).all()
-    assert calls == []
