@@ -13,7 +13,7 @@ NEWEST_TF="${TF_PATCHES_NEWEST_TF:-2.21.0}"
 OLDEST_TF="${TF_PATCHES_OLDEST_TF:-2.12.1}"
 PYTHON="${PYTHON:-python3}"
 # Tests that must pass on the oldest TF too: gates, engine, and the patches gated on it.
-OLDEST_TESTS=(tests/test_gate.py tests/test_engine.py tests/test_seed_kernel_cache.py tests/test_op_determinism.py
+OLDEST_TESTS=(tests/test_gate.py tests/test_options.py tests/test_engine.py tests/test_seed_kernel_cache.py tests/test_op_determinism.py
               tests/test_graph_growth_guard.py tests/test_v1_graph_seed.py
               tests/test_from_generator_release.py tests/test_eager_py_function.py
               tests/test_keras2_predict_loop.py)

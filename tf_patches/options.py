@@ -9,6 +9,7 @@ not stop the job); a bad flag stops ``tf-patches run`` before the command starts
 
 from __future__ import annotations
 
+import numbers
 import operator
 import os
 import sys
@@ -79,13 +80,10 @@ def whole_number(maximum: int) -> Callable[[Any], int]:
             digits = text.lstrip("0") or "0"
             # Compare lengths first: int() refuses more than 4,300 digits.
             number = int(digits) if len(digits) <= len(str(maximum)) else maximum + 1
-        elif isinstance(value, bool):
-            raise TypeError(f"{expected}, got {value!r}")
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            number = operator.index(value)  # NumPy's bool_ is no Integral (older NumPy indexes it)
         else:
-            try:
-                number = operator.index(value)
-            except TypeError:
-                raise TypeError(f"{expected}, got {brief(value)}") from None
+            raise TypeError(f"{expected}, got {brief(value)}")
         if not 0 <= number <= maximum:
             raise ValueError(f"{expected}, got {brief(value)}")
         return number
