@@ -1,9 +1,11 @@
-"""seed_kernel_cache: memory growth and time per eager random draw under a global seed,
-unpatched vs patched vs an explicit op seed (the cost floor), a fresh process each, one run.
-The patched-vs-explicit time ratio is also measured inside one patched process, in alternating
-blocks (median of block ratios), since separate processes differ by more than the patch costs.
+"""seed_kernel_cache: memory growth per op kind, unpatched vs patched (a fresh process each), and
+the time of a draw under a global seed with the patch against the same draw with an explicit op
+seed (stock TF's leak-free path, the cost floor), in alternating blocks inside one patched process.
 
-Goals (issue 8): patched growth ≤ 1 KiB per 1,000 calls; patched µs/call ≤ 1.10 × explicit seed.
+Goals (issue 12): growth ≤ 1 KiB per 1,000 calls for every op kind; time ≤ 1.25x the explicit-seed
+draw for ``tf.random.uniform([]).numpy()``, ≤ 1.10x for seed 000's ``random_contrast`` loop.
+
+    python benchmarks/seed_kernel_cache.py [CALLS]      (default 3000 calls per op kind)
 """
 
 from __future__ import annotations
@@ -12,46 +14,69 @@ import sys
 
 from _fresh import run
 
-CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
-CODE = """
+CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+KINDS = {  # op kind -> the loop body (seed 000's loop is random_contrast on a 24x24x3 image)
+    "uniform": "tf.random.uniform([]).numpy()",
+    "normal": "tf.random.normal([2])",
+    "truncated_normal": "tf.random.truncated_normal([2])",
+    "uniform int": "tf.random.uniform([2], 0, 10, dtype=tf.int32)",
+    "shuffle": "tf.random.shuffle(tf.range(4))",
+    "random_contrast": "tf.image.random_contrast(img, 0.2, 0.5).numpy()",
+    "dropout": "tf.nn.dropout(ones, rate=0.5)",
+    "categorical (twin-less)": "tf.random.categorical([[0.0, 0.0]], 2)",
+    "gamma (twin-less)": "tf.random.gamma([2], 1.0)",
+    "poisson (twin-less)": "tf.random.poisson([2], 1.0)",
+}
+SETUP = """
     import json, time, tf_patches
     if {patched}:
         tf_patches.apply_all(only=["seed_kernel_cache"])
     import tensorflow as tf
-    from tf_patches.testing import rss_bytes
+    from tf_patches.testing import measure_growth
+    img = tf.random.stateless_uniform([24, 24, 3], seed=[1, 2])
+    ones = tf.ones([16])
     tf.random.set_seed(1234)
-    for _ in range(500):
-        tf.random.uniform([]{seed}).numpy()
-    start, t0 = rss_bytes(), time.perf_counter()
-    for _ in range({calls}):
-        tf.random.uniform([]{seed}).numpy()
-    seconds = time.perf_counter() - t0
-    growth = rss_bytes() - start
-    ratios = []
-    for _ in range(15):  # alternate blocks: stable-seed draws vs explicit-seed draws
+"""
+GROWTH = SETUP + """
+    kinds = {kinds}
+    print(json.dumps({{name: measure_growth(eval("lambda: " + body), iterations={calls}, warmup=200,
+                                            samples=5).slope * 1000 / 1024 for name, body in kinds.items()}}))
+"""
+SPEED = SETUP + """
+    def block(body, n=300):
         t0 = time.perf_counter()
-        for _ in range(200):
-            tf.random.uniform([]).numpy()
-        t1 = time.perf_counter()
-        for _ in range(200):
-            tf.random.uniform([], seed=7).numpy()
-        ratios.append((t1 - t0) / (time.perf_counter() - t1))
-    print(json.dumps({{"kib_per_1000": growth / 1024 / {calls} * 1000,
-                      "us_per_call": seconds / {calls} * 1e6,
-                      "ratio_vs_explicit": sorted(ratios)[len(ratios) // 2]}}))
+        for _ in range(n):
+            body()
+        return (time.perf_counter() - t0) / n
+    pairs = {{
+        "uniform": (lambda: tf.random.uniform([]).numpy(), lambda: tf.random.uniform([], seed=7).numpy()),
+        "random_contrast": (lambda: tf.image.random_contrast(img, 0.2, 0.5).numpy(),
+                            lambda: tf.image.random_contrast(img, 0.2, 0.5, seed=7).numpy()),
+    }}
+    out = {{}}
+    for name, (global_seeded, explicit) in pairs.items():
+        block(global_seeded), block(explicit)  # warm-up
+        ratios, times = [], []
+        for _ in range(21):
+            a, b = block(global_seeded), block(explicit)
+            ratios.append(a / b)
+            times.append((a, b))
+        median = sorted(range(21), key=lambda i: ratios[i])[10]
+        out[name] = {{"ratio": ratios[median], "us": times[median][0] * 1e6, "explicit_us": times[median][1] * 1e6}}
+    print(json.dumps(out))
 """
 
-rows = {
-    "unpatched": run(CODE.format(patched=False, seed="", calls=CALLS)),
-    "patched": run(CODE.format(patched=True, seed="", calls=CALLS)),
-    "explicit op seed": run(CODE.format(patched=False, seed=", seed=7", calls=CALLS)),
-}
-print(f"tf.random.uniform([]).numpy() after tf.random.set_seed(1234), {CALLS} calls, fresh process each")
-print(f"{'':18}{'KiB/1000 calls':>16}{'µs/call':>10}")
-for name, row in rows.items():
-    print(f"{name:18}{row['kib_per_1000']:>16.1f}{row['us_per_call']:>10.1f}")
-floor = rows["explicit op seed"]["us_per_call"]
-print(f"patched / explicit-seed µs/call, across processes     = {rows['patched']['us_per_call'] / floor:.3f}")
-print(f"patched / explicit-seed µs/call, same process (median) = {rows['patched']['ratio_vs_explicit']:.3f}"
-      " (goal ≤ 1.10)")
-print(f"unpatched µs/call / patched µs/call    = {rows['unpatched']['us_per_call'] / rows['patched']['us_per_call']:.1f}x")
+unpatched = run(GROWTH.format(patched=False, kinds=KINDS, calls=min(CALLS, 1000)))
+patched = run(GROWTH.format(patched=True, kinds=KINDS, calls=CALLS))
+speed = run(SPEED.format(patched=True))
+
+print(f"Growth under tf.random.set_seed(1234), KiB per 1,000 calls (fresh process each; goal patched ≤ 1)")
+print(f"{'op kind':26}{'unpatched':>12}{'patched':>10}")
+for kind in KINDS:
+    print(f"{kind:26}{unpatched[kind]:>12,.0f}{patched[kind]:>10.1f}")
+print()
+print("Time per draw, patched under a global seed vs the same draw with an explicit op seed,")
+print("alternating blocks in one process (median of 21 block ratios)")
+goals = {"uniform": 1.25, "random_contrast": 1.10}
+for name, row in speed.items():
+    print(f"{name:26}{row['us']:>8.1f} µs vs {row['explicit_us']:.1f} µs = {row['ratio']:.3f}x (goal ≤ {goals[name]})")
