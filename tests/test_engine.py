@@ -93,17 +93,19 @@ def test_concurrent_calls_install_once(counting_patch):
 
 
 def test_revert_restores_originals_by_identity_and_reapply_works(tf, counting_patch):
-    random_seed = get_seed_module()
-    originals = (random_seed.get_seed, tf.compat.v1.get_seed, tf.compat.v1.random.get_seed)
-    assert originals[1] is originals[0]
+    script_ops = tf_module("python.ops.script_ops")  # eager_py_function replaces it everywhere in TF
+
+    def bindings():
+        return script_ops.eager_py_func, tf.py_function, tf.compat.v1.py_function
+
+    originals = bindings()
+    assert originals[1] is originals[0] and originals[2] is originals[0]
     tf_patches.apply_all()
-    assert random_seed.get_seed is not originals[0]
-    assert tf.compat.v1.get_seed is random_seed.get_seed
+    assert script_ops.eager_py_func is not originals[0]
+    assert all(binding is script_ops.eager_py_func for binding in bindings())
     assert counting_patch.owner.relu6 is not counting_patch.original
     report = tf_patches.revert_all()
-    assert (random_seed.get_seed, tf.compat.v1.get_seed, tf.compat.v1.random.get_seed) == originals
-    assert all(a is b for a, b in zip(originals, (random_seed.get_seed, tf.compat.v1.get_seed,
-                                                  tf.compat.v1.random.get_seed)))
+    assert all(a is b for a, b in zip(originals, bindings()))
     assert counting_patch.owner.relu6 is counting_patch.original
     assert report.status(SEED) == "skipped" and "revert" in report[SEED].reason
     assert tf_patches.apply_all().status(SEED) == "applied"
@@ -205,13 +207,11 @@ def test_deferred_install_waits_for_the_import():
         before = tf_patches.apply_all().status("seed_kernel_cache")
         imported_early = "tensorflow" in sys.modules
         import tensorflow as tf
-        from tensorflow.python.framework import random_seed
         after = tf_patches.report().status("seed_kernel_cache")
-        print(json.dumps([before, imported_early, after,
-                          getattr(tf.compat.v1.get_seed, "__tf_patches__", None),
-                          getattr(random_seed.get_seed, "__tf_patches__", None)]))
+        print(json.dumps([before, imported_early, after, tf_patches.is_patched(tf.compat.v1.py_function),
+                          tf_patches.is_patched(tf.py_function)]))
     """)
-    assert result == ["pending", False, "applied", SEED, SEED]
+    assert result == ["pending", False, "applied", True, True]
 
 
 def _python_without_tensorflow(tmp_path):
@@ -312,3 +312,48 @@ def test_gpu_gaps_advisory_is_silent_without_a_gpu():
     report = tf_patches.apply_all(env={"distribution": "tensorflow", "version": "2.5.0"})
     assert report.status("gpu_nondeterministic_ops") == "skipped"
     assert "GPU" in report["gpu_nondeterministic_ops"].reason
+
+
+def test_reapply_with_other_settings_warns_once_and_keeps_those_in_force():
+    tf_patches.apply_all()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tf_patches.apply_all()  # the same settings: silent
+        report = tf_patches.apply_all(graph_growth_guard="finalize", exclude=[SEED])
+        added = tf_patches.apply_all(deterministic=True)  # additive: installs the opt-in patch
+    messages = [str(w.message) for w in caught if issubclass(w.category, tf_patches.TfPatchesWarning)]
+    assert len(messages) == 1, messages
+    assert "graph_growth_guard keeps graph_growth_guard='warn' (asked: 'finalize')" in messages[0]
+    assert f"exclude= names {SEED}, which stays applied" in messages[0] and "revert_all()" in messages[0]
+    assert report.status(SEED) == "applied"
+    assert added.status("op_determinism") == "applied"
+    tf_patches.revert_all()  # the documented way to change them
+    assert "finalize" in tf_patches.apply_all(graph_growth_guard="finalize")["graph_growth_guard"].reason
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", tf_patches.TfPatchesWarning)
+        tf_patches.apply_all()  # asks nothing of graph_growth_guard: its default is no request
+
+
+def test_strict_raises_at_import_for_a_requested_patch_that_ends_skipped():
+    result = run_fresh("""
+        import json, tf_patches
+        pending = tf_patches.apply_all(only=["gpu_nondeterministic_ops"], strict=True)
+        try:
+            import tensorflow
+            raised = None
+        except tf_patches.TfPatchesError as exc:
+            raised = str(exc)
+        print(json.dumps([pending.status("gpu_nondeterministic_ops"), raised]))
+    """)
+    assert result[0] == "pending"  # no GPU known before the import
+    assert result[1] and "gpu_nondeterministic_ops: skipped" in result[1]
+
+
+def test_get_original_and_is_patched(tf):
+    original = tf.compat.v1.py_function
+    assert not tf_patches.is_patched(original) and tf_patches.get_original(original) is original
+    tf_patches.apply_all(only=["eager_py_function"])
+    patched = tf.compat.v1.py_function
+    assert tf_patches.is_patched(patched) and tf_patches.get_original(patched) is original
+    tf_patches.revert_all()
+    assert not tf_patches.is_patched(patched) and tf.compat.v1.py_function is original

@@ -385,3 +385,16 @@ def test_session_graph_cpu_mode_runs_every_fft_on_the_cpu_bit_identically(tf):
     results, devices = _session_run(tf)
     assert results == expected
     assert devices == ["/device:CPU:0"]
+
+
+def test_a_reference_taken_before_apply_all_stays_unguarded_and_is_named_once(tf, monkeypatch):
+    user = ModuleType("fft_user_code")
+    user.rfft = original = tf.signal.rfft  # `from tensorflow.signal import rfft` before apply_all()
+    monkeypatch.setitem(sys.modules, user.__name__, user)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        row = tf_patches.apply_all(only=["rfft_guard"], env=AFFECTED)["rfft_guard"]
+    named = [str(w.message) for w in caught if "fft_user_code.rfft" in str(w.message)]
+    assert len(named) == 1 and "unguarded" in named[0], named
+    assert row.status == "applied" and "unguarded" in row.reason and "fft_user_code.rfft" in row.reason
+    assert user.rfft is original and tf.signal.rfft is not original  # user code is never rewritten
