@@ -99,6 +99,7 @@ class Router:
         self.eager_tensor = eager_tensor
         self._uint64, self._int32 = uint64, int32
         self._ctx: Any = None  # the eager context the cached tensors belong to
+        self._host = ""  # its host CPU: tensors named for it are built without a device search
         self._keys: Dict[int, Any] = {}
         self._alg: Any = None
 
@@ -122,13 +123,15 @@ class Router:
         inputs. The key and alg are cached per context; the counter is new for every draw."""
         if ctx is not self._ctx:
             self._ctx, self._keys = ctx, {}
-            self._alg = self.eager_tensor(PHILOX, "", self._int32)
+            self._host = ctx.host_address_space() + "/device:CPU:0"
+            self._alg = self.eager_tensor(PHILOX, self._host, self._int32)
         key = self._keys.get(seed)
         if key is None:
             if len(self._keys) >= _MAX_KEYS:
                 self._keys.clear()
-            key = self._keys[seed] = self.eager_tensor([seed], "", self._uint64)
-        return key, self.eager_tensor([0, seed2], "", self._uint64), self._alg
+            key = self._keys[seed] = self.eager_tensor([seed], self._host, self._uint64)
+        # ≈5 µs; with an empty device name EagerTensor searches for the device (≈14 µs).
+        return key, self.eager_tensor([0, seed2], self._host, self._uint64), self._alg
 
 
 def _shape_op_wrapper(original: Callable, twin: str, twin_fn: Callable, router: Router,
@@ -318,14 +321,17 @@ def install(ctx: PatchContext) -> str:
         fallback.append(op)
 
     original_get_seed = random_seed.get_seed
-    executing_eagerly = context.executing_eagerly
     note = router.note
 
     def get_seed(op_seed):
         seeds_ = original_get_seed(op_seed)
         # Stock drew a fresh pair exactly when eager, globally seeded and no op seed was given.
-        if op_seed is None and seeds_[0] is not None and ctx.active and executing_eagerly():
-            note.pair = seeds_
+        # Any other call clears the note, so a pair never waits for a later op to take it.
+        if op_seed is None and seeds_[0] is not None and ctx.active:
+            eager = context._context  # what TF's generated op wrappers read, cheaper than executing_eagerly()
+            note.pair = seeds_ if eager is not None and eager._thread_local_data.is_eager else None
+        else:
+            note.pair = None
         return seeds_
 
     # Only the module attribute, which TF's own ops look up at each call: the names bound at
