@@ -374,7 +374,11 @@ def test_first_call_from_16_threads_installs_once(tf, first_calls, name):
             continue
         assert all(rows == list(PATCHES) for rows in result["rows"]) and len(result["rows"]) == 16
         assert result["tf_imported"] is tf_first
-        assert result["counts"].get(name, 0) == 1 if status == "applied" else result["counts"].get(name, 0) <= 1
+        started = result["counts"].get(name, 0)
+        if status == "applied":
+            assert started == 1
+        elif status != "advised":  # an advisory patches nothing: it is decided again at each call
+            assert started <= 1
         assert result["after"][name][0] == status, result["after"][name]
         if reason is not None:
             assert result["after"][name][1] == reason
