@@ -357,3 +357,14 @@ def test_get_original_and_is_patched(tf):
     assert tf_patches.is_patched(patched) and tf_patches.get_original(patched) is original
     tf_patches.revert_all()
     assert not tf_patches.is_patched(patched) and tf.compat.v1.py_function is original
+
+
+def test_a_patch_cannot_be_named_none():
+    """'none' is the off switch of only= / TF_PATCHES_ONLY, so no patch may take the name."""
+    module = types.ModuleType("none_patch")
+    module.NAME, module.TITLE, module.ISSUE_URL = "None", "test patch", "https://example.invalid"
+    module.GATE = Gate(versions=">=2.0")
+    module.install = lambda ctx: None
+    with pytest.raises(ValueError, match="cannot be named 'none'"):
+        registry.register(module)
+    assert "None" not in registry.names()

@@ -104,14 +104,18 @@ def test_import_then_apply_twice_installs_once(tf, installs, name):
     assert [r.replacement for r in _replaced(name)] == [r.replacement for r in replaced]
 
 
+# Packages whose module state changes by itself while a test runs: tf-patches and its import hooks,
+# and the test tooling (hypothesis's gc callbacks rewrite its own module globals at any collection).
+_OWN_STATE = ("tf_patches", "wrapt", "hypothesis", "_hypothesis_pytestplugin", "_pytest", "pytest", "pluggy")
+
+
 def _namespaces() -> Dict[int, Tuple[Any, Dict[str, Any]]]:
-    """A shallow copy of the namespace of every loaded module (tf-patches' own state and its import
-    hooks' aside), and of
-    every class and object with a ``__dict__`` bound in one."""
+    """A shallow copy of the namespace of every loaded module (``_OWN_STATE`` aside), and of every
+    class and object with a ``__dict__`` bound in one."""
     found: Dict[int, Tuple[Any, Dict[str, Any]]] = {}
     for name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
-        if type(namespace) is not dict or name.partition(".")[0] in ("tf_patches", "wrapt"):
+        if type(namespace) is not dict or name.partition(".")[0] in _OWN_STATE:
             continue
         found[id(module)] = (module, dict(namespace))
         for value in list(namespace.values()):

@@ -82,7 +82,9 @@ def apply_all(
                 kept.extend(_kept_settings(spec, state, options, asked))
                 continue  # advisories are decided again: they depend only on the environment
             if options["only"] is not None and spec.name not in options["only"]:
-                state.status, state.reason = SKIPPED, "not selected (only= / TF_PATCHES_ONLY)"
+                state.status, state.reason = SKIPPED, (
+                    "not selected (only= / TF_PATCHES_ONLY)" if options["only"]
+                    else "off: only= names no patch (only=none / TF_PATCHES_ONLY=none)")
                 continue
             if options["exclude"] and spec.name in options["exclude"]:
                 state.status, state.reason = SKIPPED, "excluded (exclude= / TF_PATCHES_EXCLUDE)"

@@ -96,6 +96,8 @@ def register(module: ModuleType) -> PatchSpec:
     with _lock:
         if spec.name in names():
             raise ValueError(f"a patch named {spec.name!r} is already registered")
+        if spec.name.strip().lower() == "none":  # "none" is the off switch of only= / TF_PATCHES_ONLY
+            raise ValueError("a patch cannot be named 'none'")
         _specs.append(spec)
     return spec
 
