@@ -126,24 +126,40 @@ def test_users_own_sitecustomize_still_runs_under_the_wrapper(leak_loop):
     assert any("--multiprocessing-fork" in argv for argv in starts), starts
 
 
-def test_a_failing_bootstrap_leaves_the_program_its_output_and_exit_status(tmp_path):
-    """A real start-up failure: strict mode, and only a patch that this machine (described as
-    TF 1.15) cannot take, makes apply_all() raise inside the bootstrap."""
+def test_strict_start_up_failure_raises_at_import_tensorflow_and_nowhere_else(tmp_path):
+    """Strict mode, and only a patch that this machine (described as TF 1.15) cannot take: the
+    bootstrap waits for `import tensorflow`, which raises TfPatchesError there, as asked; the rest
+    of the program keeps its output and exit status."""
     machine = tmp_path / "tf1.json"
     machine.write_text(json.dumps({"distribution": "tensorflow", "version": "1.15.5"}))
     script = _write(tmp_path / "script.py", """
         import sys
         print("own output")
+        try:
+            import tensorflow
+        except Exception as exc:
+            print(type(exc).__name__, "1.15.5" in str(exc))
         print("own warning", file=sys.stderr)
         sys.exit(3)
     """)
     proc = _run(RUN + ["--strict", "--only", SEED, "--", PYTHON, str(script)],
                 {"TF_PATCHES_ASSUME": str(machine)})
-    assert (proc.returncode, proc.stdout) == (3, "own output\n")
-    lines = proc.stderr.splitlines()
-    assert lines[-1] == "own warning"
-    assert len(lines) == 2 and lines[0].startswith("tf-patches: patches not applied at start-up"), lines
-    assert "TfPatchesError" in lines[0] and "1.15.5" in lines[0]
+    assert (proc.returncode, proc.stdout) == (3, "own output\nTfPatchesError True\n"), proc.stderr
+    assert proc.stderr.splitlines() == ["own warning"]
+
+
+def test_a_bootstrap_that_cannot_import_tf_patches_says_so_and_the_program_runs(tmp_path):
+    """The bootstrap folder on PYTHONPATH, tf_patches itself shadowed by a broken copy (another
+    environment's, say): one line on stderr, then the program's own output and exit status."""
+    broken = tmp_path / "tf_patches"
+    broken.mkdir()
+    (broken / "__init__.py").write_text("raise ImportError('another environment')\n")
+    env = fresh_env({"PYTHONPATH": f"{ROOT / 'tf_patches' / '_bootstrap'}:{tmp_path}"})
+    proc = subprocess.run([PYTHON, "-c", "print('own output'); raise SystemExit(4)"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout) == (4, "own output\n")
+    assert proc.stderr.splitlines() == [
+        "tf-patches: patches not armed at start-up, the program runs unpatched: ImportError: another environment"]
 
 
 def test_a_failing_user_sitecustomize_is_reported_once_per_process_and_the_patches_still_apply(tmp_path):

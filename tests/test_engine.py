@@ -221,9 +221,8 @@ def _python_without_tensorflow(tmp_path):
     deps = tmp_path / "deps"
     deps.mkdir()
     import packaging
-    import wrapt
 
-    for module in (packaging, wrapt):
+    for module in (packaging,):
         path = module.__file__
         source = os.path.dirname(path) if path.endswith("__init__.py") else path
         os.symlink(source, deps / os.path.basename(source))

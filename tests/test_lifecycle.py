@@ -106,7 +106,7 @@ def test_import_then_apply_twice_installs_once(tf, installs, name):
 
 # Packages whose module state changes by itself while a test runs: tf-patches and its import hooks,
 # and the test tooling (hypothesis's gc callbacks rewrite its own module globals at any collection).
-_OWN_STATE = ("tf_patches", "wrapt", "hypothesis", "_hypothesis_pytestplugin", "_pytest", "pytest", "pluggy")
+_OWN_STATE = ("tf_patches", "hypothesis", "_hypothesis_pytestplugin", "_pytest", "pytest", "pluggy")
 
 
 def _namespaces() -> Dict[int, Tuple[Any, Dict[str, Any]]]:

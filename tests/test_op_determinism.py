@@ -240,7 +240,7 @@ def test_torch_flags_come_back_on_revert(tf, no_switches):
 @pytest.fixture
 def probe_module(tmp_path, monkeypatch):
     """A module not imported yet, for post-import hooks."""
-    name = f"tfp_probe_{uuid.uuid4().hex}"  # wrapt keeps hooks by name for good: never reuse one
+    name = f"tfp_probe_{uuid.uuid4().hex}"  # a fresh name: nothing imported or hooked before
     (tmp_path / f"{name}.py").write_text("VALUE = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     yield name

@@ -5,8 +5,6 @@ package never imports TensorFlow, and loads its own modules only when a name is 
 that a process tree auto-patched at start-up pays almost nothing where it never touches TF.
 """
 
-from typing import Any
-
 from ._version import __version__
 
 _EXPORTS = {
@@ -38,7 +36,7 @@ _EXPORTS = {
 __all__ = ["__version__", *_EXPORTS]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'tf_patches' has no attribute {name!r}")

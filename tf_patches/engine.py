@@ -100,7 +100,7 @@ def apply_all(
                 "apply_all() with the new settings.", TfPatchesWarning, stacklevel=2)
         if problems and _strict:
             raise TfPatchesError("tf-patches (strict): " + "; ".join(problems))
-        return report()
+        return _report()
 
 
 def _asked(options: Tuple[Option, ...], given: Mapping[str, Any]) -> Set[str]:
@@ -222,16 +222,28 @@ def _register_hook() -> None:
     global _hook_registered
     if _hook_registered:
         return
-    import wrapt
+    from . import importhook
 
     for name in _TF_MODULES:
         # One hook is enough: the first to fire installs; later ones find nothing pending.
-        wrapt.register_post_import_hook(_on_tensorflow_imported, name)
+        importhook.after_import(name, _on_tensorflow_imported)
     _hook_registered = True
 
 
+def _run_deferred_bootstrap() -> None:
+    """Under the auto-apply bootstrap, which waits for `import tensorflow`: apply now, so that
+    what the caller reads is what the bootstrap would have done."""
+    bootstrap = sys.modules.get("tf_patches._bootstrap")
+    if bootstrap is not None:
+        bootstrap.run_deferred()
+
+
 def revert_all() -> Report:
-    """Undo every patch: originals restored (the same objects), environment variables reset."""
+    """Undo every patch: originals restored (the same objects), environment variables reset.
+    Under the auto-apply bootstrap, patches it had not applied yet no longer will be."""
+    bootstrap = sys.modules.get("tf_patches._bootstrap")
+    if bootstrap is not None:
+        bootstrap.disarm()
     with _lock:
         for spec in reversed(registry.specs()):
             state = _states.get(spec.name)
@@ -241,7 +253,7 @@ def revert_all() -> Report:
             state.ctx = None
             state.status = SKIPPED
             state.reason = "reverted by revert_all()" + (f" with errors: {'; '.join(errors)}" if errors else "")
-        return report()
+        return _report()
 
 
 def settings() -> Optional[Dict[str, Any]]:
@@ -251,6 +263,7 @@ def settings() -> Optional[Dict[str, Any]]:
 
     Built-in patches only: a patch added with ``register()`` is unknown elsewhere.
     """
+    _run_deferred_bootstrap()
     with _lock:
         active = {}
         for spec in registry.specs():
@@ -271,6 +284,11 @@ def settings() -> Optional[Dict[str, Any]]:
 
 def report() -> Report:
     """The state of every registered patch now, with the environment it was decided on."""
+    _run_deferred_bootstrap()
+    return _report()
+
+
+def _report() -> Report:
     with _lock:
         rows = []
         for spec in registry.specs():

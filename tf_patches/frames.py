@@ -1,7 +1,7 @@
 """Which stack frames (and modules) are TensorFlow's (or Keras's) and which are the user's.
 
-Patches that key on "the user's line behind this call" (seed_kernel_cache, rfft_guard) walk the
-stack on hot paths, so code objects are classified once and looked up by ``id()``: hashing a code
+Patches that key on "the user's line behind this call" (rfft_guard's warnings, seed_kernel_cache's
+stable seeds for the ops without a stateless twin) walk the stack on their paths, so code objects are classified once and looked up by ``id()``: hashing a code
 object hashes its constants on every call (microseconds for a long function). Every classified
 code object is kept alive, so no id is reused for another one.
 """

@@ -9,14 +9,18 @@ start-up (wrapt 2.x imports asyncio); this finder costs two dict lookups per imp
 from __future__ import annotations
 
 import sys
-import threading
-from types import ModuleType
-from typing import Any, Callable, Dict, Iterable, List, Optional
+import _thread  # not threading or typing: each costs a millisecond or more at start-up
 
-_lock = threading.RLock()
-_before: Dict[str, List[Callable[[], None]]] = {}
-_after: Dict[str, List[Callable[[ModuleType], None]]] = {}
-_searching = threading.local()  # names this thread is looking up through the other finders
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
+
+if TYPE_CHECKING:  # typing's names only for checkers: importing them costs start-up time
+    from types import ModuleType
+    from typing import Any, Callable, Dict, Iterable, List, Optional
+
+_lock = _thread.RLock()
+_before: "Dict[str, List[Callable[[], None]]]" = {}
+_after: "Dict[str, List[Callable[[ModuleType], None]]]" = {}
+_searching = _thread._local()  # names this thread is looking up through the other finders
 
 
 def before_import(names: Iterable[str], hook: Callable[[], None]) -> None:

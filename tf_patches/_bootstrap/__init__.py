@@ -5,23 +5,80 @@ interpreter's own ``import sitecustomize`` at start-up runs ``sitecustomize.py``
 The .pth line only points the way instead of applying the patches itself: ``.pth`` files run while
 ``site`` is still adding folders to ``sys.path`` (a venv's packages before the system's), so
 TensorFlow could not be found yet; ``sitecustomize`` runs once ``sys.path`` is complete.
+
+Start-up stays cheap (standard library only, no ``tf_patches`` module but this one and
+``importhook``): the bootstrap only *defers* ``apply_all()`` to the moment TensorFlow starts
+importing (before any of its code runs, so environment variables set then are read), or to the
+first ``tf_patches.report()``/``settings()``, whichever comes first. An interpreter that never
+imports TensorFlow never loads the registry, ``packaging`` or the version detection.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import _thread  # not threading or typing: each costs a millisecond or more at start-up
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
+
+if TYPE_CHECKING:  # typing's names only for checkers: importing them costs start-up time
+    from typing import Callable, Optional
 
 DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 AUTO_VARIABLE = "TF_PATCHES_AUTO"
+# Imports that start the deferred apply_all(): TensorFlow (its code lives in tensorflow_core on TF
+# 1.15–2.1), and PyTorch when determinism is asked for (its switches must precede CUDA's start).
+TRIGGERS = ("tensorflow", "tensorflow_core")
+TORCH_TRIGGER = "torch"
+DETERMINISTIC_VARIABLE = "TF_PATCHES_DETERMINISTIC"
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off", "")
+
+_lock = _thread.allocate_lock()
+_deferred: Optional[Callable[[], None]] = None
 
 
 def activate_from_environment() -> None:
     """Called by the .pth line whenever ``TF_PATCHES_AUTO`` is set: a true value (``1``, ``true``,
     ``yes``, ``on``) puts this folder first on ``sys.path``; a bad value warns and does nothing, as
     a bad ``TF_PATCHES_*`` variable does."""
-    from ..options import Option, flag, from_environment
+    value = os.environ.get(AUTO_VARIABLE, "").strip().lower()
+    if value in _TRUE:
+        enabled = True
+    elif value in _FALSE:
+        enabled = False
+    else:  # the one full check every option has, for its ConfigWarning (options is not cheap)
+        from ..options import Option, flag, from_environment
 
-    enabled = from_environment(Option("auto", AUTO_VARIABLE, flag, False, "1: apply at every start"))
+        enabled = from_environment(Option("auto", AUTO_VARIABLE, flag, False, "1: apply at every start"))
     if enabled and DIRECTORY not in sys.path:
         sys.path.insert(0, DIRECTORY)
+
+
+def defer(apply: Callable[[], None]) -> None:
+    """Run ``apply()`` once: when a trigger starts importing, or from :func:`run_deferred`."""
+    global _deferred
+    from .. import importhook
+
+    triggers = TRIGGERS
+    if os.environ.get(DETERMINISTIC_VARIABLE, "").strip().lower() in _TRUE:
+        triggers += (TORCH_TRIGGER,)
+    with _lock:
+        _deferred = apply
+    importhook.before_import(triggers, run_deferred)
+
+
+def run_deferred() -> None:
+    """Apply now what the bootstrap deferred (nothing if it ran already or was disarmed)."""
+    global _deferred
+    with _lock:
+        apply, _deferred = _deferred, None
+    if apply is not None:
+        apply()
+
+
+def disarm() -> None:
+    """Forget the deferred apply (``revert_all()`` before TensorFlow was imported)."""
+    global _deferred
+    with _lock:
+        _deferred = None

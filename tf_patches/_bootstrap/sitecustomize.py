@@ -1,10 +1,11 @@
 """tf-patches start-up bootstrap, imported by the interpreter itself as ``sitecustomize``.
 
 Python imports one ``sitecustomize`` per process, so this one first runs the one it hides (the
-user's or the distribution's, if any), then calls ``tf_patches.apply_all()``, which reads its
-options from ``TF_PATCHES_*`` variables and does not import TensorFlow (the function patches wait
-for the program's own ``import tensorflow``). Interpreter start-up must never break here: any
-exception becomes one line on stderr and the program runs on.
+user's or the distribution's, if any), then arms ``tf_patches.apply_all()`` to run when the
+program starts importing TensorFlow (before TF's code runs; options from ``TF_PATCHES_*``
+variables), so an interpreter that never imports TF pays almost nothing. Interpreter start-up must
+never break here: any exception becomes one line on stderr and the program runs on. At
+``import tensorflow``, only strict mode (``TF_PATCHES_STRICT=1``) may raise.
 """
 
 import os
@@ -50,14 +51,30 @@ def _hidden_failed(exc: BaseException) -> None:
 
 
 def _apply() -> None:
+    """The deferred work, at `import tensorflow` (or at the first report())."""
     try:
         import tf_patches
-
-        tf_patches.apply_all()
+        from tf_patches.errors import TfPatchesError
     except Exception as exc:
-        _warn("patches not applied at start-up, the program runs unpatched", exc)
+        _warn("patches not applied, the program runs unpatched", exc)
+        return
+    try:
+        tf_patches.apply_all()
+    except TfPatchesError:
+        raise  # strict mode: the user asked for `import tensorflow` to fail
+    except Exception as exc:
+        _warn("patches not applied, the program runs unpatched", exc)
+
+
+def _arm() -> None:
+    try:
+        from tf_patches import _bootstrap
+
+        _bootstrap.defer(_apply)
+    except Exception as exc:
+        _warn("patches not armed at start-up, the program runs unpatched", exc)
 
 
 if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches._bootstrap.sitecustomize
     _run_hidden_sitecustomize()
-    _apply()
+    _arm()

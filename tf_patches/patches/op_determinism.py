@@ -254,9 +254,9 @@ def _torch_state() -> str:
 
 
 def _on_import(ctx: PatchContext, module_name: str, apply: Callable[[Any], None]) -> None:
-    """Run ``apply(module)`` once ``module_name`` is imported, from a wrapt post-import hook that
-    never lets an exception reach the importer; revert disarms it (wrapt cannot unregister)."""
-    import wrapt
+    """Run ``apply(module)`` once ``module_name`` is imported, from a post-import hook that never
+    lets an exception reach the importer; revert cancels it."""
+    from .. import importhook
 
     armed = True
 
@@ -274,6 +274,7 @@ def _on_import(ctx: PatchContext, module_name: str, apply: Callable[[Any], None]
     def disarm() -> None:
         nonlocal armed
         armed = False
+        importhook.cancel(module_name, hook)
 
-    wrapt.register_post_import_hook(hook, module_name)
+    importhook.after_import(module_name, hook)
     ctx.on_revert(f"hook on `import {module_name}`", disarm)
