@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -261,8 +262,6 @@ def _dtype_names(args: tuple, kwargs: Dict[str, Any]) -> Tuple[str, ...]:
 
 
 def _twinless_wrapper(original: Callable, op: str, router: Router, seeds: StableSeeds) -> Callable:
-    import sys
-
     def wrapper(*args, **kwargs):
         seed2 = kwargs.get("seed2")
         if seed2 is not None and router.take(kwargs.get("seed"), seed2) is not None:
