@@ -4,15 +4,15 @@ a fresh process each, one run.
 
 Goal (issue 9): patched growth ≈0 per model (FINDINGS: ≈9 MB per model unpatched on 2.21); time per
 model unchanged.
+
+    PYTHONPATH=. python benchmarks/custom_gradient_registry.py [models] [--smoke]
 """
 
 from __future__ import annotations
 
-import sys
+from _fresh import run, sized
 
-from _fresh import run
-
-MODELS = int(sys.argv[1]) if len(sys.argv) > 1 else 20
+MODELS = sized(20, 1, 0)
 CODE = """
     import gc, json, time, tf_patches
     if {patched}:

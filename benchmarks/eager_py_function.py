@@ -1,16 +1,14 @@
 """eager_py_function: memory growth and time per eager ``tf.py_function`` call, unpatched vs
 patched, a fresh process each, side by side in one run (TF issues 35010, 51839).
 
-    PYTHONPATH=. python benchmarks/eager_py_function.py [calls]
+    PYTHONPATH=. python benchmarks/eager_py_function.py [calls] [--smoke]
 """
 
 from __future__ import annotations
 
-import sys
+from _fresh import run, sized
 
-from _fresh import run
-
-CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
+CALLS = sized(5000, 50, 0)
 CODE = """
     import json, time, tf_patches
     if {patched}:

@@ -2,16 +2,15 @@
 read and dropped, its generator holding 1 MiB, unpatched vs patched, a fresh process each, side
 by side in one run (TF issue 57690).
 
-    PYTHONPATH=. python benchmarks/from_generator_release.py [datasets]
+    PYTHONPATH=. python benchmarks/from_generator_release.py [datasets] [--smoke]
 """
 
 from __future__ import annotations
 
-import sys
+from _fresh import run, sized
 
-from _fresh import run
-
-DATASETS = int(sys.argv[1]) if len(sys.argv) > 1 else 200
+DATASETS = sized(200, 5, 0)
+WARMUP = sized(20, 2)
 CODE = """
     import gc, json, time, tf_patches
     if {patched}:
@@ -25,7 +24,7 @@ CODE = """
             lambda: iter(rows), output_signature=tf.TensorSpec([1024], tf.float64)).batch(32)
         for _ in dataset:
             pass
-    for _ in range(20):
+    for _ in range({warmup}):
         one_dataset()
     gc.collect()
     start, t0 = rss_bytes(), time.perf_counter()
@@ -37,7 +36,7 @@ CODE = """
                       "ms_per_dataset": seconds / {datasets} * 1e3}}))
 """
 
-rows = {name: run(CODE.format(patched=patched, datasets=DATASETS))
+rows = {name: run(CODE.format(patched=patched, datasets=DATASETS, warmup=WARMUP))
         for name, patched in (("unpatched", False), ("patched", True))}
 print(f"from_generator dataset capturing 1 MiB: made, read, dropped; {DATASETS} datasets, fresh process each")
 print(f"{'':12}{'KiB/dataset':>13}{'ms/dataset':>12}")

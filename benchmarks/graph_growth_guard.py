@@ -6,16 +6,17 @@ block ratios; on a busy machine the noise is of the order of the cost), and the 
 its wrapper timed around a no-op in place of ``Session.run``, over the unpatched run's time.
 
 Goal (issue 5): guarded µs/run ≤ 1.02 × unpatched.
+
+    PYTHONPATH=. python benchmarks/graph_growth_guard.py [blocks] [runs] [--smoke]
 """
 
 from __future__ import annotations
 
-import sys
+from _fresh import run, sized
 
-from _fresh import run
-
-BLOCKS = int(sys.argv[1]) if len(sys.argv) > 1 else 21
-RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
+BLOCKS = sized(21, 2, 0)
+RUNS = sized(2000, 20, 1)
+NOOP_CALLS = sized(100000, 50)  # per timing of the guard around a no-op
 CODE = """
     import json, time, timeit, tf_patches
     import tensorflow as tf
@@ -52,15 +53,15 @@ CODE = """
     wrapped(sess, y, feed)
     own = []
     for _ in range(9):
-        bare = timeit.timeit(lambda: noop(sess, y, feed), number=100000)
-        guard = timeit.timeit(lambda: wrapped(sess, y, feed), number=100000)
-        own.append((guard - bare) / 100000 * 1e6)
+        bare = timeit.timeit(lambda: noop(sess, y, feed), number={noop_calls})
+        guard = timeit.timeit(lambda: wrapped(sess, y, feed), number={noop_calls})
+        own.append((guard - bare) / {noop_calls} * 1e6)
     print(json.dumps({{"guarded": median(guarded), "unpatched": median(unpatched),
                       "ratio": median([g / u for g, u in zip(guarded, unpatched)]),
                       "own_us": median(own), "tf": tf.__version__}}))
 """
 
-row = run(CODE.format(blocks=BLOCKS, runs=RUNS))
+row = run(CODE.format(blocks=BLOCKS, runs=RUNS, noop_calls=NOOP_CALLS))
 print(f"sess.run(x + 1.0, feed_dict) on TF {row['tf']}, {BLOCKS} alternating blocks of {RUNS} runs, one process")
 print(f"{'':12}{'µs/run':>10}")
 print(f"{'unpatched':12}{row['unpatched']:>10.2f}")

@@ -2,15 +2,16 @@
 (8 rows, a tiny model), unpatched vs patched, with ``model(x, training=False).numpy()`` as the
 floor, a fresh process each, one run. The patch applies to Keras 2 (TF < 2.15): run this with such
 an interpreter (scripts/dev.sh bench uses the newest TF, where the patched row reads "skipped").
+
+    PYTHONPATH=. python benchmarks/keras2_predict_loop.py [calls] [--smoke]
 """
 
 from __future__ import annotations
 
-import sys
+from _fresh import run, sized
 
-from _fresh import run
-
-CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 300
+CALLS = sized(300, 5, 0)  # smoke: predict costs ≈0.1 s a call on Keras 3
+WARMUP = sized(20, 2)
 CODE = """
     import json, time
     import numpy as np
@@ -24,7 +25,7 @@ CODE = """
                                  tf.keras.layers.Dense(1)])
     x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
     step = {step}
-    for _ in range(20):
+    for _ in range({warmup}):
         step()
     start, t0 = rss_bytes(), time.perf_counter()
     for _ in range({calls}):
@@ -35,10 +36,16 @@ CODE = """
                       "versions": f"TF {{tf.__version__}}, Keras {{keras.__version__}}"}}))
 """
 PREDICT = "lambda: model.predict(x, verbose=0)"
+
+
+def measure(patched: bool, step: str) -> dict:
+    return run(CODE.format(patched=patched, step=step, calls=CALLS, warmup=WARMUP))
+
+
 rows = {
-    "predict, unpatched": run(CODE.format(patched=False, step=PREDICT, calls=CALLS)),
-    "predict, patched": run(CODE.format(patched=True, step=PREDICT, calls=CALLS)),
-    "model(x) floor": run(CODE.format(patched=False, step="lambda: model(x, training=False).numpy()", calls=CALLS)),
+    "predict, unpatched": measure(False, PREDICT),
+    "predict, patched": measure(True, PREDICT),
+    "model(x) floor": measure(False, "lambda: model(x, training=False).numpy()"),
 }
 print(f"model.predict(x) on 8 rows, {CALLS} calls, fresh process each ({rows['predict, patched']['versions']})")
 print(f"{'':20}{'KiB/call':>10}{'µs/call':>10}  patch")

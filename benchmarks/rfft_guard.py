@@ -6,7 +6,7 @@ round, the one least disturbed by other processes. The guard alone is also timed
 where nothing hides its cost. The machine is described as the affected nvidia-tensorflow 1.15.5
 build so the guard installs on any TensorFlow 2.x. Goal: at most 2 µs per call.
 
-    PYTHONPATH=. python benchmarks/rfft_guard.py
+    PYTHONPATH=. python benchmarks/rfft_guard.py [--smoke]
 """
 
 from __future__ import annotations
@@ -23,8 +23,10 @@ from tf_patches.context import PatchContext
 from tf_patches.frames import CodeClassifier
 from tf_patches.patches import rfft_guard
 
-ROUNDS = 200
-CALLS = 100  # per round and variant
+from _fresh import sized
+
+ROUNDS = sized(200, 2)  # two rounds still alternate the order
+CALLS = sized(100, 20)  # per round and variant
 GOAL_US = 2.0
 
 

@@ -5,17 +5,18 @@ seed (stock TF's leak-free path, the cost floor), in alternating blocks inside o
 Goals (issue 12): growth ≤ 1 KiB per 1,000 calls for every op kind; time ≤ 1.25x the explicit-seed
 draw for ``tf.random.uniform([]).numpy()``, ≤ 1.10x for seed 000's ``random_contrast`` loop.
 
-    python benchmarks/seed_kernel_cache.py [CALLS]      (default 10,000 calls per op kind; the
+    python benchmarks/seed_kernel_cache.py [CALLS] [--smoke]      (default 10,000 calls per op kind; the
     heap grows in page-sized steps, so a few thousand calls read a few KiB per 1,000 as noise)
 """
 
 from __future__ import annotations
 
-import sys
+from _fresh import run, sized
 
-from _fresh import run
-
-CALLS = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+CALLS = sized(10_000, 50, 0)
+WARMUP = sized(200, 20)  # calls per op kind before the growth is measured
+BLOCKS = sized(21, 3)  # alternating pairs of timed blocks, per draw
+BLOCK = sized(300, 20)  # draws per block
 KINDS = {  # op kind -> the loop body (seed 000's loop is random_contrast on a 24x24x3 image)
     "uniform": "tf.random.uniform([]).numpy()",
     "normal": "tf.random.normal([2])",
@@ -41,11 +42,11 @@ SETUP = """
 """
 GROWTH = SETUP + """
     kinds = {kinds}
-    print(json.dumps({{name: measure_growth(eval("lambda: " + body), iterations={calls}, warmup=200,
+    print(json.dumps({{name: measure_growth(eval("lambda: " + body), iterations={calls}, warmup={warmup},
                                             samples=11).slope * 1000 / 1024 for name, body in kinds.items()}}))
 """
 SPEED = SETUP + """
-    def block(body, n=300):
+    def block(body, n={block}):
         t0 = time.perf_counter()
         for _ in range(n):
             body()
@@ -59,18 +60,18 @@ SPEED = SETUP + """
     for name, (global_seeded, explicit) in pairs.items():
         block(global_seeded), block(explicit)  # warm-up
         ratios, times = [], []
-        for _ in range(21):
+        for _ in range({blocks}):
             a, b = block(global_seeded), block(explicit)
             ratios.append(a / b)
             times.append((a, b))
-        median = sorted(range(21), key=lambda i: ratios[i])[10]
+        median = sorted(range({blocks}), key=lambda i: ratios[i])[{blocks} // 2]
         out[name] = {{"ratio": ratios[median], "us": times[median][0] * 1e6, "explicit_us": times[median][1] * 1e6}}
     print(json.dumps(out))
 """
 
-unpatched = run(GROWTH.format(patched=False, kinds=KINDS, calls=min(CALLS, 1000)))
-patched = run(GROWTH.format(patched=True, kinds=KINDS, calls=CALLS))
-speed = run(SPEED.format(patched=True))
+unpatched = run(GROWTH.format(patched=False, kinds=KINDS, calls=min(CALLS, 1000), warmup=WARMUP))
+patched = run(GROWTH.format(patched=True, kinds=KINDS, calls=CALLS, warmup=WARMUP))
+speed = run(SPEED.format(patched=True, blocks=BLOCKS, block=BLOCK))
 
 print(f"Growth under tf.random.set_seed(1234), KiB per 1,000 calls (fresh process each; goal patched ≤ 1)")
 print(f"{'op kind':26}{'unpatched':>12}{'patched':>10}")
@@ -78,7 +79,7 @@ for kind in KINDS:
     print(f"{kind:26}{unpatched[kind]:>12,.0f}{patched[kind]:>10.1f}")
 print()
 print("Time per draw, patched under a global seed vs the same draw with an explicit op seed,")
-print("alternating blocks in one process (median of 21 block ratios)")
+print(f"alternating blocks in one process (median of {BLOCKS} block ratios)")
 goals = {"uniform": 1.25, "random_contrast": 1.10}
 for name, row in speed.items():
     print(f"{name:26}{row['us']:>8.1f} µs vs {row['explicit_us']:.1f} µs = {row['ratio']:.3f}x (goal ≤ {goals[name]})")

@@ -1,11 +1,15 @@
 """Start-up cost: `import tf_patches` (TF not imported) and `apply_all()` after `import tensorflow`,
-each the best of several fresh processes, one run. Goals (issue 2): import ≤ 20 ms, apply_all ≤ 50 ms."""
+each the best of several fresh processes, one run. Goals (issue 2): import ≤ 20 ms, apply_all ≤ 50 ms.
+
+    PYTHONPATH=. python benchmarks/startup.py [--smoke]
+"""
 
 from __future__ import annotations
 
-from _fresh import run
+from _fresh import run, sized
 
-REPEATS = 5
+REPEATS = sized(5, 1)
+REPEATS_AFTER_TF = sized(2, 1)  # each imports TensorFlow: seconds
 IMPORT = """
     import json, time
     t0 = time.perf_counter(); import tf_patches; t1 = time.perf_counter()
@@ -21,7 +25,7 @@ AFTER_TF = """
 """
 
 before = [run(IMPORT) for _ in range(REPEATS)]
-after = [run(AFTER_TF) for _ in range(2)]
+after = [run(AFTER_TF) for _ in range(REPEATS_AFTER_TF)]
 best = lambda rows, key: min(row[key] for row in rows)  # noqa: E731
 print(f"import tf_patches (TF not imported)          {best(before, 'import_ms'):7.2f} ms  (goal ≤ 20)")
 print(f"apply_all() before import tensorflow (pending) {best(before, 'apply_pending_ms'):5.2f} ms")

@@ -4,8 +4,9 @@
 #                           trap on this machine, before and after (the README's main command)
 #   scripts/dev.sh report   set up .venv and print what tf-patches does here, and why
 #   scripts/dev.sh test     set up .venv and .venv-oldest, run the suite on the newest TF and the
-#                           version-sensitive tests on the oldest TF installable for this Python
-#   scripts/dev.sh bench    run benchmarks/ on the newest TF
+#                           version-sensitive tests on the oldest TF installable for this Python,
+#                           then the benchmarks with --smoke (a few iterations, no thresholds)
+#   scripts/dev.sh bench [--smoke]  run benchmarks/ on the newest TF (and Keras 2's on the oldest)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,6 +51,29 @@ pytest_run() {  # pytest_run VENV ARGS...: exit status 5 (no tests collected) is
   "$dir/bin/python" -m pytest -q -p no:cacheprovider "$@"
 }
 
+# bench show|check ARGS...: each benchmark on the newest TF, then keras2_predict_loop on the oldest
+# too (Keras 2's predict loop exists only there), ARGS (--smoke) passed to each. "show" prints their
+# output; "check" one line per script and the output of a failing one, and fails once all have run.
+bench() {
+  local mode="$1" runs=() run dir tf script log start failed=0
+  shift
+  for script in benchmarks/[a-z]*.py; do runs+=(".venv $NEWEST_TF $script"); done
+  runs+=(".venv-oldest $OLDEST_TF benchmarks/keras2_predict_loop.py")
+  for run in "${runs[@]}"; do
+    read -r dir tf script <<< "$run"
+    if [ "$mode" = show ]; then
+      echo "== $script (tensorflow-cpu $tf)"
+      "$dir/bin/python" "$script" "$@"
+    elif start=$SECONDS && log=$("$dir/bin/python" "$script" "$@" 2>&1); then
+      echo "ok      $script (tensorflow-cpu $tf, $((SECONDS - start)) s)"
+    else
+      printf 'FAILED  %s (tensorflow-cpu %s):\n%s\n' "$script" "$tf" "$log"
+      failed=1
+    fi
+  done
+  return "$failed"
+}
+
 case "${1:-}" in
   demo)
     venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
@@ -73,20 +97,17 @@ case "${1:-}" in
     pytest_run .venv "$@"
     echo "== version-sensitive tests on tensorflow-cpu $OLDEST_TF"
     pytest_run .venv-oldest "${OLDEST_TESTS[@]}" -k "not torch" "$@"
+    echo "== benchmarks --smoke (so a refactor cannot break one unnoticed; the figures mean nothing)"
+    bench check --smoke
     ;;
   bench)
     venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
     venv .venv-oldest "$OLDEST_TF"
-    for script in benchmarks/[a-z]*.py; do
-      echo "== $script (tensorflow-cpu $NEWEST_TF)"
-      .venv/bin/python "$script"
-    done
-    # Keras 2's predict loop exists only on the oldest TF.
-    echo "== benchmarks/keras2_predict_loop.py (tensorflow-cpu $OLDEST_TF)"
-    .venv-oldest/bin/python benchmarks/keras2_predict_loop.py
+    shift
+    bench show "$@"
     ;;
   *)
-    sed -n '2,9p' "$0" >&2
+    sed -n '2,10p' "$0" >&2
     exit 2
     ;;
 esac
