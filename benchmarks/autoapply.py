@@ -44,7 +44,8 @@ def cpu_ms() -> float:
 
 def environment(**extra: str) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("TF_PATCHES_")}
-    env.update(PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2", **extra)
+    env.update(PYTHONPATH=str(ROOT), TF_CPP_MIN_LOG_LEVEL="2")
+    env.update(extra)
     return env
 
 
