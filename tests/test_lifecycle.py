@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 import tf_patches
-from tf_patches import engine, registry
+from tf_patches import context, engine, registry
 from tf_patches.context import Replaced, tf_module
 from tf_patches.options import resolve
 from tf_patches.patches import rfft_guard
@@ -247,7 +247,8 @@ def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeyp
         _check_row(name, _apply(name))
     replaced = _replaced(name)
     assert [r.original for r in replaced] == originals
-    held = [f"{USER_MODULE}._lifecycle_before_{i}" for i, r in enumerate(replaced) if r.everywhere]
+    held = [f"{USER_MODULE}._lifecycle_before_{i}" for i, r in enumerate(replaced)
+            if r.everywhere and not r.api_only]  # api_only searches TF's API modules alone
     if held:
         assert set(held) <= set(engine._states[name].ctx.user_bindings)
     wrappers = [r.replacement for r in replaced]
@@ -261,6 +262,17 @@ def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeyp
     for r in replaced:
         if r.everywhere:
             assert_passes_through(r.replacement, r.original)
+
+
+@pytest.mark.parametrize("name", PATCHES)
+def test_no_binding_of_a_replaced_function_is_left_in_tf_packages(tf, name):
+    """replace_everywhere (api_only or not) reaches every binding in TF's packages: a search of all
+    loaded modules finds the original nowhere there once the patch is applied."""
+    _check_row(name, _apply(name))
+    left = [f"{module_name}.{attribute}" for r in _replaced(name) if r.everywhere
+            for module_name, module, attribute in context._bindings(r.original)
+            if context._library_module(module_name, module)]
+    assert left == []
 
 
 @pytest.mark.parametrize("mode", rfft_guard.MODES)

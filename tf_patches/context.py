@@ -28,11 +28,11 @@ import importlib
 import os
 import sys
 from types import ModuleType
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from .environment import Environment
 from .errors import logger
-from .frames import LIBRARY_PACKAGES
+from .frames import LIBRARY_PACKAGES, api_module
 
 # id(replacement) -> (replacement, original), for every replacement installed and not reverted.
 _installed: Dict[int, Tuple[Any, Any]] = {}
@@ -72,13 +72,15 @@ def is_patched(obj: Any) -> bool:
 
 
 class Replaced(NamedTuple):
-    """One attribute a patch replaced (``everywhere``: through ``replace_everywhere``)."""
+    """One attribute a patch replaced (``everywhere``: through ``replace_everywhere``; ``api_only``:
+    with ``api_only=True``, so user modules were not searched)."""
 
     owner: Any
     attribute: str
     replacement: Any
     original: Any
     everywhere: bool
+    api_only: bool = False
 
 
 class PatchContext:
@@ -109,7 +111,8 @@ class PatchContext:
         """
         return self._replace(owner, attribute, replacement, everywhere=False)
 
-    def _replace(self, owner: Any, attribute: str, replacement: Any, everywhere: bool) -> Any:
+    def _replace(self, owner: Any, attribute: str, replacement: Any, everywhere: bool,
+                 api_only: bool = False) -> Any:
         original = getattr(owner, attribute, _MISSING)
         if original is _MISSING:
             raise AttributeError(f"{_describe(owner)} has no attribute {attribute!r}")
@@ -121,12 +124,13 @@ class PatchContext:
             self._undo.append((f"{_describe(owner)}.{attribute}", lambda: _restore(owner, attribute, raw)))
         setattr(owner, attribute, replacement)
         _installed[id(replacement)] = (replacement, original)
-        self.replaced.append(Replaced(owner, attribute, replacement, original, everywhere))
+        self.replaced.append(Replaced(owner, attribute, replacement, original, everywhere, api_only))
         self._undo.append((f"{_describe(owner)}.{attribute} (as installed)",
                            lambda: _installed.pop(id(replacement), None)))
         return original
 
-    def replace_everywhere(self, owner: ModuleType, attribute: str, replacement: Any) -> List[str]:
+    def replace_everywhere(self, owner: ModuleType, attribute: str, replacement: Any, *,
+                           api_only: bool = False) -> List[str]:
         """Replace a function in its module and in every loaded module of TF's own packages bound
         to it by name (``from x import f`` copies the reference: ``tf.compat.v1.get_seed`` is one).
 
@@ -134,16 +138,21 @@ class PatchContext:
         (the user's, ``__main__``) are left as they are and listed in :attr:`user_bindings`; the
         replacement must pass through once reverted (see the module docstring). TF modules loaded
         later that import the name get the replacement from ``owner``; revert swaps those back.
+
+        ``api_only``: the function is bound only in ``owner`` and TF's generated API modules
+        (:func:`tf_patches.frames.api_module`), so only those are searched: ≈5 ms instead of ≈25
+        for all 3,000 modules, and :attr:`user_bindings` stays empty. ``tests/test_lifecycle.py``
+        checks on every TF tested that no binding in TF's packages is left over.
         """
         original = getattr(owner, attribute)
         patched = [f"{owner.__name__}.{attribute}"]
-        self._replace(owner, attribute, replacement, everywhere=True)
+        self._replace(owner, attribute, replacement, everywhere=True, api_only=api_only)
         left = []
-        for module_name, module, name in _bindings(original):
+        for module_name, module, name in _bindings(original, api_module if api_only else None):
             if module is owner and name == attribute:
                 continue
             if _library_module(module_name, module):
-                self._replace(module, name, replacement, everywhere=True)
+                self._replace(module, name, replacement, everywhere=True, api_only=api_only)
                 patched.append(f"{module_name}.{name}")
             else:
                 left.append(f"{module_name}.{name}")
@@ -211,8 +220,9 @@ def _library_module(module_name: str, module: ModuleType) -> bool:
             and own_name.partition(".")[0] in LIBRARY_PACKAGES)
 
 
-def _bindings(target: Any) -> List[Tuple[str, ModuleType, str]]:
-    """Every (module name, module, attribute) of a loaded module bound to ``target``.
+def _bindings(target: Any, where: Optional[Callable[[str], bool]] = None) -> List[Tuple[str, ModuleType, str]]:
+    """Every (module name, module, attribute) of a loaded module bound to ``target`` (of the
+    modules whose name ``where`` accepts, if given).
 
     TF has some 3,000 modules: each namespace is first searched at C speed for the target's id
     (ints compared, so never an object's own ``==``, which for a NumPy array raises; 1.5x faster
@@ -221,6 +231,8 @@ def _bindings(target: Any) -> List[Tuple[str, ModuleType, str]]:
     found = []
     wanted = id(target)
     for module_name, module in list(sys.modules.items()):
+        if where is not None and not where(module_name):
+            continue
         namespace = getattr(module, "__dict__", None)
         if type(namespace) is not dict or wanted not in map(id, namespace.values()):
             continue

@@ -20,6 +20,15 @@ LIBRARY_PACKAGES = (
     "tensorflow_estimator", "tensorflow_probability", "tensorflow_addons", "tensorflow_text",
     "tensorflow_io",
 )
+# The generated public API modules (tf.*, tf.compat.v1.*, keras.*): where a function exported with
+# tf_export is bound under its public name, besides the module that defines it.
+API_MODULES = ("tensorflow", "tensorflow_core")
+API_PREFIXES = ("tensorflow._api.", "tensorflow.compat.", "tensorflow_core._api.", "tensorflow_core.compat.",
+                "keras.api.", "keras._tf_keras.", "tf_keras.api.")
+
+
+def api_module(name: str) -> bool:
+    return name in API_MODULES or name.startswith(API_PREFIXES)
 
 
 def package_dirs(names: Tuple[str, ...] = LIBRARY_PACKAGES) -> Tuple[str, ...]:

@@ -6,6 +6,7 @@ a new token (``pyfunc_<n>``) and runs an ``EagerPyFunc`` op with that token as a
 graph's ``_py_funcs_used_in_graph`` list, is never freed. Measured (``benchmarks/``, 5,000
 calls): 39,700 KiB per 1,000 calls on TF 2.21.0 and 43,000 on 2.12.1, ≈1 ms per call (issue 9:
 146–181 MB per 4,000 calls on every release 2.12–2.21); patched, 8 and 90 KiB, ≈5× faster.
+Still there on tf-nightly-cpu 2.22.0.dev20260905: 37,691 KiB per 1,000 calls unpatched (scripts/canary.py).
 
 The fix runs the same TF code with a token taken from a pool, registered for the call only: the
 pooled token's kernel is reused, the callback freed after the call. A token reaches nothing else
@@ -108,7 +109,7 @@ def install(ctx: PatchContext) -> str:
 
     eager_py_func.__tf_patches__ = NAME  # type: ignore[attr-defined]
     ctx.replace_attribute(registry, "_next_unique_token", next_token)
-    bindings = ctx.replace_everywhere(script_ops, "eager_py_func", eager_py_func)
+    bindings = ctx.replace_everywhere(script_ops, "eager_py_func", eager_py_func, api_only=True)
     ctx.on_revert("pooled py_function tokens", free.clear)
     return (
         f"tf.py_function wrapped in {len(bindings)} binding(s); eager calls with no tape "
