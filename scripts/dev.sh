@@ -21,8 +21,11 @@ OLDEST_TESTS=(tests/test_gate.py tests/test_options.py tests/test_engine.py test
 # PyTorch's CPU build, for op_determinism's PyTorch part (newest leg only: torch 2.13 needs a
 # typing-extensions newer than TF 2.12 accepts, so the oldest leg deselects the torch tests).
 TORCH="torch==2.13.0"
+# Ray, for tf_patches.ray (tests/test_ray.py, never skipped, and benchmarks/ray_isolation.py):
+# newest leg only, the version verified with tensorflow-cpu 2.21.0.
+RAY="ray==2.60.0"
 # The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test).
-NEWEST_EXTRAS=("$TORCH" matplotlib)
+NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib)
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 # venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with

@@ -191,3 +191,75 @@ def test_importing_and_using_fresh_graph_without_tensorflow_imports_nothing():
         print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('tensorflow', 'keras'))))
     """)
     assert imported == []
+
+
+# map_isolated: run_isolated per item, several at a time.
+
+def item_and_pid(item: int) -> tuple:
+    return item, os.getpid()
+
+
+def statuses_in_child(item: int) -> dict:
+    return {row.name: row.status for row in tf_patches.report().rows}
+
+
+def fail_on_one(item: int) -> int:
+    if item == 1:
+        raise ValueError(f"bad item {item}")
+    return item
+
+
+def segfault_on_one(item: int) -> int:
+    if item == 1:
+        crash_with_sigsegv()
+    return item
+
+
+def sleep_writing_pid(item: str) -> str:
+    with open(item, "w") as f:
+        f.write(str(os.getpid()))
+    time.sleep(120)
+    return item
+
+
+def test_map_isolated_runs_each_item_in_a_fresh_process_in_order():
+    results = tf_patches.map_isolated(item_and_pid, range(5), max_in_flight=2)
+    assert [item for item, _ in results] == list(range(5))
+    pids = {pid for _, pid in results}
+    assert len(pids) == 5 and os.getpid() not in pids
+    assert tf_patches.map_isolated(item_and_pid, []) == []
+
+
+def test_map_isolated_children_get_the_callers_patches():
+    tf_patches.apply_all(only=["graph_growth_guard"], graph_growth_guard="finalize")
+    for statuses in tf_patches.map_isolated(statuses_in_child, [0, 1]):
+        assert statuses.pop("graph_growth_guard") in ("applied", "pending")
+        assert set(statuses.values()) == {"skipped"}
+
+
+def test_map_isolated_failures_name_the_item_and_stop_the_rest(tmp_path):
+    with pytest.raises(ValueError, match="bad item 1") as caught:
+        tf_patches.map_isolated(fail_on_one, [0, 1, 2], max_in_flight=1)
+    assert isinstance(caught.value.__cause__, RemoteTraceback)
+    assert "items[1]" in str(caught.value.__cause__) and "in fail_on_one" in caught.value.__cause__.text
+    assert any("items[1]" in note for note in caught.value.__notes__)
+
+    with pytest.raises(IsolatedCrash, match=r"segfault_on_one\(items\[1\]\).*killed by SIGSEGV") as crash:
+        tf_patches.map_isolated(segfault_on_one, [0, 1, 2])
+    assert crash.value.exitcode == -signal.SIGSEGV
+
+    # A time-out: the item past its deadline is named, and the items still running are killed.
+    slow = [str(tmp_path / f"pid{index}") for index in range(2)]
+    started = time.monotonic()
+    with pytest.raises(IsolatedTimeout, match=r"sleep_writing_pid\(items\[0\]\) did not finish within 4 s"):
+        tf_patches.map_isolated(sleep_writing_pid, slow, timeout=4, max_in_flight=2)
+    assert time.monotonic() - started < 4 + 5
+    for path in slow:
+        with pytest.raises(ProcessLookupError):  # killed and reaped, the other item's too
+            os.kill(int(open(path).read()), 0)
+
+
+def test_map_isolated_checks_max_in_flight():
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="max_in_flight"):
+            tf_patches.map_isolated(item_and_pid, [1], max_in_flight=bad)

@@ -25,6 +25,7 @@ _EXPORTS = {
     "TfPatchesError": "errors",
     "AdvisoryWarning": "errors",
     "run_isolated": "isolation",
+    "map_isolated": "isolation",
     "fresh_graph": "isolation",
     "IsolatedError": "isolation",
     "IsolatedCrash": "isolation",
@@ -33,14 +34,18 @@ _EXPORTS = {
     "IsolationWarning": "isolation",
     "GraphGrowthWarning": "patches.graph_growth_guard",
 }
+_SUBMODULES = ("ray",)  # optional integrations: imported (with what they need) when first used
 __all__ = ["__version__", *_EXPORTS]
 
 
 def __getattr__(name: str) -> object:
+    import importlib
+
+    if name in _SUBMODULES:  # tf_patches.ray: importing it does not import Ray itself either
+        return importlib.import_module(f"tf_patches.{name}")
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'tf_patches' has no attribute {name!r}")
-    import importlib
 
     value = getattr(importlib.import_module(f"tf_patches.{module}"), name)
     globals()[name] = value
@@ -48,4 +53,4 @@ def __getattr__(name: str) -> object:
 
 
 def __dir__() -> list:
-    return sorted(set(globals()) | set(_EXPORTS))
+    return sorted(set(globals()) | set(_EXPORTS) | set(_SUBMODULES))

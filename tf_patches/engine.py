@@ -309,6 +309,8 @@ def _assumed_or_detected() -> Environment:
     path = os.environ.get(ASSUME_VARIABLE)
     if path:
         try:
+            if path.lstrip().startswith("{"):  # inline JSON: tf_patches.ray.runtime_env(env=...)
+                return Environment.from_json_text(path, source=f"assumed from {ASSUME_VARIABLE}")
             return Environment.from_json_file(path)
         except (OSError, ValueError, TypeError) as exc:
             warn_config(ASSUME_VARIABLE, path, f"{type(exc).__name__}: {exc}; detecting instead")

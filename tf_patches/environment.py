@@ -128,11 +128,25 @@ class Environment:
         most ``MAX_JSON_BYTES`` is read (a FIFO or ``/proc/self/fd/0`` would wait for a writer, or
         eat the program's stdin)."""
         text = _read_regular_file(path, MAX_JSON_BYTES).decode("utf-8-sig")  # UnicodeDecodeError: a ValueError
+        return cls.from_json_text(text, source=f"assumed from {path}")
+
+    @classmethod
+    def from_json_text(cls, text: str, source: str = "assumed") -> "Environment":
+        """:meth:`from_dict` of JSON text (``TF_PATCHES_ASSUME`` given inline, as
+        ``tf_patches.ray.runtime_env(env=...)`` sets it); raises ``ValueError`` or ``TypeError``."""
+        if len(text) > MAX_JSON_BYTES:
+            raise ValueError(f"JSON longer than {MAX_JSON_BYTES} characters")
         try:
             data = json.loads(text)
         except RecursionError:
             raise ValueError("JSON nested too deeply") from None
-        return replace(cls.from_dict(data), source=f"assumed from {path}")
+        return replace(cls.from_dict(data), source=source)
+
+    def to_json_text(self) -> str:
+        """JSON that :meth:`from_json_text` reads back as this description (the keys
+        :meth:`from_dict` takes)."""
+        data = self.to_dict()
+        return json.dumps({key: data[key] for key in _KNOWN_KEYS if key in data}, sort_keys=True)
 
     def to_dict(self) -> Dict[str, Any]:
         data = asdict(self)

@@ -13,6 +13,7 @@ reported: the child's exception re-raised with its traceback, a crash or a time-
 from __future__ import annotations
 
 import gc
+import os
 import multiprocessing
 import multiprocessing.connection
 import pickle
@@ -22,7 +23,7 @@ import time
 import traceback
 import warnings
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
 from .errors import TfPatchesWarning
 
@@ -56,12 +57,12 @@ class IsolatedTimeout(IsolatedError):
 class RemoteTraceback(Exception):
     """The child's traceback, as text: the ``__cause__`` of an exception re-raised from it."""
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, where: str = "the child process of run_isolated"):
         super().__init__(text)
-        self.text = text
+        self.text, self.where = text, where
 
     def __str__(self) -> str:
-        return f"\n\n(in the child process of run_isolated)\n{self.text}"
+        return f"\n\n(in {self.where})\n{self.text}"
 
 
 class IsolationWarning(TfPatchesWarning):
@@ -81,57 +82,142 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: Optional[float] = No
     As with every ``spawn`` start, the child imports the main script again (as ``__mp_main__``):
     a script calling this must keep its work under ``if __name__ == "__main__":``.
     """
-    name = getattr(fn, "__qualname__", None) or repr(fn)
-    try:
-        payload = pickle.dumps((fn, args, kwargs))
-    except Exception as exc:
-        raise IsolatedError(
-            f"run_isolated: {name} and its arguments must pickle to reach a fresh interpreter "
-            f"(a module-level function, not a lambda or a nested function): {exc}"
-        ) from exc
     from .engine import settings  # here: importing this module stays as cheap as tf_patches
 
-    context = multiprocessing.get_context("spawn")
-    receiver, sender = context.Pipe(duplex=False)
-    # Not a daemon: fn may start processes of its own (Keras, tf.data workers).
-    process = context.Process(target=_child, args=(sender, payload, settings()),
-                              name=f"run_isolated({name})")
-    deadline = None if timeout is None else time.monotonic() + timeout
-    process.start()
-    sender.close()  # the child's copy is the only writer left: its death reads as end of file
+    child = _Child(fn, args, kwargs, settings(), "run_isolated", _name(fn), timeout)
     try:
-        kind, value = _receive(receiver, process, deadline, name, timeout)
-        process.join(_EXIT_GRACE_S)  # the result is in: let the child exit on its own
+        ready = multiprocessing.connection.wait(child.waitables(), child.remaining())
+        kind, value = child.outcome(timed_out=not ready)
+        child.close()
     finally:
-        receiver.close()
-        if process.is_alive():  # no result (an interrupt here), or a child stuck on its way out
-            process.kill()
-        process.join()
+        child.kill()  # no result (an interrupt here): at once
     if kind == _RESULT:
         return value
     raise _rebuild(*value)
 
 
-def _receive(receiver: Any, process: Any, deadline: Optional[float], name: str,
-             timeout: Optional[float]) -> Tuple[str, Any]:
-    # The sentinel too: a grandchild holding the pipe open must not hide the child's death.
-    remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-    ready = multiprocessing.connection.wait([receiver, process.sentinel], remaining)
-    if not ready:
-        process.kill()
-        process.join()
-        raise IsolatedTimeout(
-            f"run_isolated: {name} did not finish within {timeout:g} s; its child process "
-            f"(pid {process.pid}) was killed", process.exitcode)
-    if receiver in ready or receiver.poll(0):
+def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optional[float] = None,
+                 max_in_flight: Optional[int] = None) -> List[T]:
+    """``[fn(item) for item in items]``, each call in a fresh interpreter of its own (as
+    :func:`run_isolated`), at most ``max_in_flight`` at a time (default: the CPU count); the
+    results in the order of ``items``.
+
+    The same contract as :func:`run_isolated`, per item: ``timeout`` counts from the start of the
+    item's process. The first failure kills the processes still running, starts no more, and
+    raises: the item's own exception (its traceback as ``__cause__``, which names the item's
+    index, as does a note), or :class:`IsolatedCrash`/:class:`IsolatedTimeout` naming
+    ``fn(items[i])``. ``tf_patches.ray.map_isolated`` is the same on a Ray cluster.
+    """
+    from .engine import settings
+
+    limit = _in_flight_limit(max_in_flight, os.cpu_count() or 1)
+    current = settings()
+    name = _name(fn)
+    queue = list(enumerate(items))
+    queue.reverse()  # popped from the end: items in their order
+    results: Dict[int, Any] = {}
+    total = len(queue)
+    running: Dict[int, _Child] = {}
+    try:
+        while queue or running:
+            while queue and len(running) < limit:
+                index, item = queue.pop()
+                running[index] = _Child(fn, (item,), {}, current, "map_isolated",
+                                        f"{name}(items[{index}])", timeout, index)
+            waitables = {w: child for child in running.values() for w in child.waitables()}
+            deadlines = [r for r in (child.remaining() for child in running.values()) if r is not None]
+            ready = multiprocessing.connection.wait(list(waitables), min(deadlines) if deadlines else None)
+            done = {waitables[w].index: waitables[w] for w in ready}
+            if not ready:  # a deadline passed: outcome() raises IsolatedTimeout for that child
+                done = {index: child for index, child in running.items() if child.remaining() == 0.0}
+            for index, child in sorted(done.items()):
+                kind, value = child.outcome(timed_out=not ready)
+                del running[index]
+                child.close()
+                if kind != _RESULT:
+                    raise _rebuild(*value, where=child.where, index=index)
+                results[index] = value
+    finally:
+        for child in running.values():
+            child.kill()
+    return [results[index] for index in range(total)]
+
+
+def _in_flight_limit(max_in_flight: Optional[int], default: int) -> int:
+    if max_in_flight is None:
+        return max(1, default)
+    if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
+        raise ValueError(f"max_in_flight must be a whole number of at least 1, got {max_in_flight!r}")
+    return max_in_flight
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
+class _Child:
+    """One spawned interpreter running one call: started at once, waited on through
+    :meth:`waitables` (its pipe and its process sentinel), its outcome read once it is ready."""
+
+    def __init__(self, fn: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
+                 settings: Optional[Dict[str, Any]], caller: str, label: str,
+                 timeout: Optional[float], index: Optional[int] = None):
+        self.caller, self.label, self.timeout, self.index = caller, label, timeout, index
+        self.where = f"the child process of {caller}" + ("" if index is None else f", items[{index}]")
         try:
-            return receiver.recv()
-        except EOFError:
-            pass  # the child died before sending anything
-    process.join()
-    raise IsolatedCrash(
-        f"run_isolated: {name} ended without a result: its child process (pid {process.pid}) "
-        f"{_describe_exit(process.exitcode)}", process.exitcode)
+            payload = pickle.dumps((fn, args, kwargs))
+        except Exception as exc:
+            raise IsolatedError(
+                f"{caller}: {label} and its arguments must pickle to reach a fresh interpreter "
+                f"(a module-level function, not a lambda or a nested function): {exc}"
+            ) from exc
+        context = multiprocessing.get_context("spawn")
+        self.receiver, sender = context.Pipe(duplex=False)
+        # Not a daemon: fn may start processes of its own (Keras, tf.data workers).
+        self.process = context.Process(target=_child, args=(sender, payload, settings),
+                                       name=f"{caller}({label})")
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.process.start()
+        sender.close()  # the child's copy is the only writer left: its death reads as end of file
+
+    def waitables(self) -> List[Any]:
+        # The sentinel too: a grandchild holding the pipe open must not hide the child's death.
+        return [self.receiver, self.process.sentinel]
+
+    def remaining(self) -> Optional[float]:
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+
+    def outcome(self, timed_out: bool) -> Tuple[str, Any]:
+        """What the child sent, once its pipe or sentinel is ready (``timed_out``: neither was,
+        by its deadline); raises IsolatedTimeout (killing it) or IsolatedCrash when it ended
+        without sending anything."""
+        process = self.process
+        if self.receiver.poll(0):
+            try:
+                return self.receiver.recv()
+            except EOFError:
+                pass  # the child died before sending anything
+        elif timed_out:
+            self.kill()
+            raise IsolatedTimeout(
+                f"{self.caller}: {self.label} did not finish within {self.timeout:g} s; its child "
+                f"process (pid {process.pid}) was killed", process.exitcode)
+        process.join()
+        raise IsolatedCrash(
+            f"{self.caller}: {self.label} ended without a result: its child process (pid "
+            f"{process.pid}) {_describe_exit(process.exitcode)}", process.exitcode)
+
+    def close(self) -> None:
+        """The result is in (or none will come): let the child exit on its own, within a grace."""
+        if self.process.exitcode is None:
+            self.process.join(_EXIT_GRACE_S)
+        self.kill()
+
+    def kill(self) -> None:
+        self.receiver.close()
+        if self.process.is_alive():  # no result (an interrupt, another item failed) or stuck on its way out
+            self.process.kill()
+        self.process.join()
 
 
 def _describe_exit(exitcode: int) -> str:
@@ -180,9 +266,11 @@ def _describe_exception(exc: BaseException) -> Tuple[Optional[bytes], str, str]:
     return pickled, summary, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 
-def _rebuild(pickled: Optional[bytes], summary: str, remote_traceback: str) -> BaseException:
-    """The child's exception, with its traceback text as the cause; an :class:`IsolatedError`
-    naming it where it does not unpickle here."""
+def _rebuild(pickled: Optional[bytes], summary: str, remote_traceback: str, *,
+             where: str = "the child process of run_isolated", index: Optional[int] = None) -> BaseException:
+    """The child's exception, with its traceback text as the cause (``where``: the process and
+    item it came from); an :class:`IsolatedError` naming it where it does not unpickle here. With
+    ``index`` (map_isolated), a note names the item too (Python 3.11+)."""
     exc: Optional[BaseException] = None
     if pickled is not None:
         try:
@@ -190,8 +278,10 @@ def _rebuild(pickled: Optional[bytes], summary: str, remote_traceback: str) -> B
         except Exception:
             exc = None
     if exc is None:
-        exc = IsolatedError(f"run_isolated: the child raised {summary} (it cannot be rebuilt here)")
-    exc.__cause__ = RemoteTraceback(remote_traceback)
+        exc = IsolatedError(f"{where} raised {summary} (it cannot be rebuilt here)")
+    exc.__cause__ = RemoteTraceback(remote_traceback, where)
+    if index is not None and hasattr(exc, "add_note"):
+        exc.add_note(f"tf-patches map_isolated: raised by items[{index}] (in {where})")
     return exc
 
 
