@@ -7,6 +7,9 @@
 #                           version-sensitive tests on the oldest TF installable for this Python,
 #                           then the benchmarks with --smoke (a few iterations, no thresholds)
 #   scripts/dev.sh bench [--smoke]  run benchmarks/ on the newest TF (and Keras 2's on the oldest)
+#   scripts/dev.sh nightly  set up .venv-nightly (newest tf-nightly-cpu), say per patch whether its bug is
+#                           still there (scripts/canary.py), run the version-sensitive tests on it;
+#                           the canary to run before each release, not part of `test` (nor CI)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -29,19 +32,21 @@ NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib)
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 # venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with
-# tensorflow-cpu==TF_VERSION, this package (editable) with its test extras, and EXTRA packages;
-# skipped when nothing it depends on changed.
+# tensorflow-cpu==TF_VERSION (or TF_VERSION itself when it is a requirement: tf-nightly-cpu==…),
+# this package (editable) with its test extras, and EXTRA packages; skipped when nothing it
+# depends on changed.
 venv() {
-  local dir="$1" tf="$2"
+  local dir="$1" tf="$2" req="tensorflow-cpu==$2"
   shift 2
+  [[ "$tf" != *==* ]] || req="$tf"
   local stamp
   stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py | sha256sum | cut -c1-16)"
   if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.tf-patches-stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
-  echo "== setting up $dir (tensorflow-cpu==$tf)" >&2
+  echo "== setting up $dir ($req)" >&2
   [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
-  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "tensorflow-cpu==$tf" -e ".[test]" "$@" \
+  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "$req" -e ".[test]" "$@" \
       > "$dir/pip.log" 2>&1; then
     cat "$dir/pip.log" >&2
     exit 1
@@ -109,8 +114,23 @@ case "${1:-}" in
     shift
     bench show "$@"
     ;;
+  nightly)
+    # The newest nightly for this Python (pip lists only installable ones), unless pinned.
+    [ -x .venv-nightly/bin/python ] || "$PYTHON" -m venv .venv-nightly
+    nightly="${TF_PATCHES_NIGHTLY_TF:-$(.venv-nightly/bin/python -m pip index versions --pre tf-nightly-cpu 2>/dev/null \
+      | sed -n '1s/.*(\(.*\))/\1/p')}"
+    [ -n "$nightly" ] || { echo "== cannot find tf-nightly-cpu on the package index" >&2; exit 1; }
+    venv .venv-nightly "tf-nightly-cpu==$nightly"
+    shift
+    status=0
+    echo "== canary on tf-nightly-cpu $nightly: is each patch's bug still there?"
+    .venv-nightly/bin/python scripts/canary.py || status=1
+    echo "== version-sensitive tests on tf-nightly-cpu $nightly"
+    pytest_run .venv-nightly "${OLDEST_TESTS[@]}" -k "not torch" "$@" || status=1
+    exit "$status"
+    ;;
   *)
-    sed -n '2,10p' "$0" >&2
+    sed -n '2,13p' "$0" >&2
     exit 2
     ;;
 esac

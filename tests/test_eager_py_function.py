@@ -11,10 +11,12 @@ from typing import Any, Callable, Dict
 
 import numpy as np
 import pytest
+from packaging.version import Version
 
 import tf_patches
 from tf_patches.context import tf_module
 from tf_patches.environment import detect
+from tf_patches.gate import parse_version
 from tf_patches.patches import eager_py_function as patch
 
 from .fresh import run_fresh
@@ -189,9 +191,10 @@ def test_results_dtypes_shapes_and_errors_are_the_same(tf):
     before = callbacks_held(tf)
     assert outcomes(tf) == stock
     # The comparison covers the patched path: stock TF kept a callback per eager call; patched,
-    # only the traced ones (tf.function, tf.data) stay with their graph, as in stock TF.
+    # only the traced ones (tf.function, tf.data) stay with their graph, as in stock TF: the global
+    # graph before TF 2.22, their own FuncGraph from then on (pull request 123530).
     assert stock_growth >= 20
-    assert callbacks_held(tf) - before == 2
+    assert callbacks_held(tf) - before == (2 if parse_version(tf.__version__) < Version("2.22") else 0)
     assert stock["raises ValueError"][0] == "InvalidArgumentError"
 
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.version import Version
 
-from tf_patches import Environment
+import tf_patches
+from tf_patches import Environment, registry
 from tf_patches.gate import Gate, local_tag, parse_version
 
 
@@ -88,10 +90,12 @@ def test_a_bad_specifier_is_a_bug_caught_at_definition():
     version=st.one_of(st.none(), st.text(max_size=24), st.from_regex(r"\d{1,2}(\.\d{1,3}){0,3}([a-z]+\d*)?(\+[a-z0-9.]+)?", fullmatch=True)),
     cuda=st.one_of(st.none(), st.text(max_size=8)),
     spec=st.sampled_from(["", ">=2.0", "==1.15.5", "<2.16,>=2.14", "~=2.12"]),
+    fixed_in=st.sampled_from(["", "2.22"]),
 )
-def test_gate_decisions_never_raise(version, cuda, spec):
+def test_gate_decisions_never_raise(version, cuda, spec, fixed_in):
     environment = Environment(distribution="tensorflow", version=version, cuda_version=cuda, complete=True)
-    verdict, reason = Gate(versions=spec, cuda=">=11" if cuda else "").check(environment)
+    gate = Gate(versions=spec, cuda=">=11" if cuda else "", fixed_in=fixed_in, fixed_by=fixed_in and "a fix")
+    verdict, reason = gate.check(environment)
     assert verdict in (True, False, None)
     assert isinstance(reason, str) and reason
     parse_version(version)
@@ -130,3 +134,35 @@ def test_python_condition():
     verdict, reason = gate.check(env("2.16.1", python_version="3.10.12"))
     assert verdict is False and "3.10.12" in reason
     assert gate.check(env("2.17.0", python_version="3.11.7"))[0] is False
+
+
+@pytest.mark.parametrize(
+    "version, applies",
+    [("2.21.0", True), ("2.22.0.dev20260905", False), ("2.22.0rc1", False), ("2.22.0", False),
+     ("2.23.1", False), ("2.13.1", False)],
+)
+def test_fixed_in_is_an_upper_bound_whose_reason_names_the_fix(version, applies):
+    gate = Gate(versions=">=2.14", fixed_in="2.22", fixed_by="pull request 1")
+    verdict, reason = gate.check(env(version))
+    assert verdict is applies, reason
+    fixed = Version(version) >= Version("2.22.0.dev0")  # its nightlies and rcs carry the fix
+    assert (reason == "fixed upstream in TF 2.22 (pull request 1)") is fixed
+    assert gate.describe() == "TensorFlow >=2.14,<2.22"
+
+
+def test_fixed_in_needs_a_version_and_what_fixed_it():
+    with pytest.raises(ValueError):
+        Gate(fixed_in="2.22")
+    with pytest.raises(ValueError):
+        Gate(fixed_in="two", fixed_by="pull request 1")
+
+
+def test_a_fixed_patch_is_skipped_naming_the_fix_and_the_nightly_measured():
+    nightly = {"distribution": "tf-nightly-cpu", "version": "2.22.0.dev20260905"}
+    row = tf_patches.apply_all(only=["custom_gradient_registry"], env=nightly)["custom_gradient_registry"]
+    assert row.status == "skipped"
+    assert row.reason.startswith("fixed upstream in TF 2.22 (pull request 109334")
+    assert "tf-nightly-cpu 2.22.0.dev20260905" in row.reason
+    released = Environment.from_dict({"distribution": "tensorflow-cpu", "version": "2.21.0"})
+    spec = next(spec for spec in registry.specs() if spec.name == "custom_gradient_registry")
+    assert spec.gate.check(released)[0] is True

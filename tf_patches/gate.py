@@ -51,7 +51,9 @@ class Gate:
     ``versions`` is a packaging specifier set (``">=2.0"``); ``distributions`` limits the
     pip distributions (empty: any TensorFlow); ``nvidia_build`` requires (True) or excludes
     (False) NVIDIA's builds; ``requires_gpu`` needs at least one GPU; ``cuda`` is a specifier
-    on the build's CUDA version; ``python`` one on the interpreter's version.
+    on the build's CUDA version; ``python`` one on the interpreter's version. ``fixed_in`` is the
+    first release whose TensorFlow fixed the bug (an upper bound: its pre-releases and nightlies
+    count as fixed), ``fixed_by`` what fixed it, both named in the skipped reason.
     """
 
     versions: str = ""
@@ -60,17 +62,24 @@ class Gate:
     requires_gpu: bool = False
     cuda: str = ""
     python: str = ""
+    fixed_in: str = ""
+    fixed_by: str = ""
 
     def __post_init__(self) -> None:
         # A bad specifier is a bug in the patch module: fail when the registry loads, in tests.
         for spec in (self.versions, self.cuda, self.python):
             SpecifierSet(spec)
+        if self.fixed_in:
+            Version(self.fixed_in)
+        if bool(self.fixed_in) != bool(self.fixed_by):
+            raise ValueError("fixed_in and fixed_by go together: the version, and what fixed it")
 
     def describe(self) -> str:
         """A short human-readable form: ``TensorFlow >=2.0, GPU``."""
         parts = ["/".join(sorted(self.distributions)) or "TensorFlow"]
-        if self.versions:
-            parts[0] += " " + self.versions
+        versions = ",".join(filter(None, (self.versions, self.fixed_in and "<" + self.fixed_in)))
+        if versions:
+            parts[0] += " " + versions
         if self.nvidia_build:
             parts.append("NVIDIA build")
         if self.requires_gpu:
@@ -97,13 +106,15 @@ class Gate:
             )
         if self.nvidia_build is not None and env.nvidia_build != self.nvidia_build:
             return False, "needs NVIDIA's build" if self.nvidia_build else "not for NVIDIA's build"
-        if self.versions:
+        if self.versions or self.fixed_in:
             if env.version is None:
                 return None, "TensorFlow version unknown until it is imported"
             release = parse_version(env.version)
             if release is None:
                 return False, f"cannot parse TensorFlow version {brief(env.version)}"
-            if release not in SpecifierSet(self.versions):
+            if self.fixed_in and release >= Version(self.fixed_in):
+                return False, f"fixed upstream in TF {self.fixed_in} ({self.fixed_by})"
+            if self.versions and release not in SpecifierSet(self.versions):
                 return False, f"TensorFlow {env.version} is outside {self.versions}"
         if self.python:
             python = parse_version(env.python_version)

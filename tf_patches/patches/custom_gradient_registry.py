@@ -1,13 +1,16 @@
 """Graph-mode ``tf.custom_gradient`` registrations live as long as the graph that made them.
 
-TF issues 97697, 62854 and 61791 (tf-keras 286), open. Each graph-mode call of a
+TF issues 97697, 62854 and 61791 (tf-keras 286), fixed upstream in TF 2.22 by pull request 109334
+(the gradient closure no longer captures the forward tensors). Each graph-mode call of a
 ``tf.custom_gradient`` function (``_graph_mode_decorator`` in ``ops/custom_gradient.py``) registers
 its gradient as ``CustomGradient-<uid>`` in the process-wide gradient registry
 (``ops._gradient_registry``) and never removes it. The registered closure holds the symbolic
 tensors of the trace, so the FuncGraph stays alive. Keras' train step registers two per trace (the
 optimizer's all-reduce path), so building and fitting model after model leaks, ``clear_session()``
 or not: 60 small models +513 MB on 2.21.0, +377 MB on 2.14.1 (shared/FINDINGS.md); here 2
-registrations and 3.8 MB per small model on 2.21.0, 0 and 0.1 MB patched.
+registrations and 3.8 MB per small model on 2.21.0, 0 and 0.1 MB patched. Unpatched on
+tf-nightly-cpu 2.22.0.dev20260905: 2 registrations but +0.3 MB per model (scripts/canary.py): the
+gate ends there.
 
 The fix keeps TF's registration and only changes who owns it: the registry entry refers to the
 gradient function weakly, the graph being traced holds it strongly, and the entry is removed when
@@ -33,7 +36,8 @@ TITLE = "tf.custom_gradient registrations freed with their graph: no FuncGraph l
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/97697"
 # 2.12 registers as much, but something else keeps Keras 2's graphs there: a fit loop grows
 # 1.9 MB per model on 2.12.1 with or without this patch. From 2.14 the registry is what leaks.
-GATE = Gate(versions=">=2.14")
+GATE = Gate(versions=">=2.14", fixed_in="2.22",
+            fixed_by="pull request 109334; measured fixed on tf-nightly-cpu 2.22.0.dev20260905")
 
 HOLDER = "_tf_patches_custom_gradients"  # graph attribute: the gradient functions it registered
 

@@ -6,6 +6,8 @@ The commonest "TensorFlow leak" in graph-mode code is the loop itself adding ops
 ops added per run cost +43.9 MiB per 1,000 runs and 106 ms per run after 2,000 runs, against
 0.22 ms with a fixed graph. TF's own answer, ``Graph.finalize()``, turns the offending line into
 an error at once, but few people know it (shared/seeds/004_ce1f9d10b5eed9c0.txt, FINDINGS.md).
+TF still says nothing on tf-nightly-cpu 2.22.0.dev20260905: +200 ops over 200 runs, no warning
+(scripts/canary.py).
 
 The patch wraps ``BaseSession.run``, which ``tf.compat.v1.Session``, ``InteractiveSession``,
 ``Tensor.eval`` and ``Operation.run`` all reach. Each run compares the graph's ``version`` (it

@@ -8,6 +8,8 @@ release band reads a different switch (TF issue 18096; shared/seeds/002_dc1b71f2
 TF's C++ reads those variables once, at the first op that asks, so they are set before
 ``import tensorflow`` when ``apply_all`` runs first; set later, they may come too late, and the
 report says so. PyTorch gets its own switches whenever it is imported, before or after.
+Still needed on tf-nightly-cpu 2.22.0.dev20260905: without op determinism the CPU crop_and_resize
+gradient differs from run to run (scripts/canary.py).
 
 Seeded: Python's ``random``, NumPy's global generator, TF's global seed, Keras (its own
 ``set_random_seed`` when imported) and PyTorch. Revert restores TF's global seed, op determinism
