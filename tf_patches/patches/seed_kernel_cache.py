@@ -3,7 +3,8 @@
 TF issue 36164 (twin: 37252), never fixed upstream. With ``tf.random.set_seed(s)`` and no op seed,
 ``random_seed.get_seed`` gives every eager call a fresh ``(seed, seed2)`` pair; the stateful
 kernel built for it stays in the eager kernel cache for good: ≈35 KiB and ≈1.9 ms more per call,
-measured on TF 2.12–2.21 (shared/FINDINGS.md).
+measured on TF 2.12–2.21 (shared/FINDINGS.md). Still there on tf-nightly-cpu 2.22.0.dev20260905:
+35,563 KiB per 1,000 seeded tf.random.uniform calls unpatched (scripts/canary.py).
 
 The fix keeps TF's own op-seed sequence (stock ``get_seed`` still draws every pair, so re-seeding
 and ordering behave as documented) and changes only which kernel computes the draw. A fresh
