@@ -36,8 +36,9 @@ FLAT_MIB = 10.0
 @pytest.fixture(scope="module")
 def cluster():
     started = time.monotonic()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"TF_CPP_MIN_LOG_LEVEL": "2"}})
+    job_env = tp_ray.runtime_env(only="seed_kernel_cache")  # the job's: tasks' and actors' own win
+    job_env["env_vars"]["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, runtime_env=job_env)
     print(f"\nray.init(num_cpus=2): {time.monotonic() - started:.1f} s")
     yield
     ray.shutdown()
@@ -145,6 +146,17 @@ def test_map_isolated_fresh_workers_in_order_with_the_callers_patches(cluster):
         assert result["environment"] == "assumed from TF_PATCHES_ASSUME"  # env= came inline
 
 
+@ray.remote
+def plain_task() -> dict:
+    return patch_state("no tensorflow")
+
+
+def test_the_jobs_runtime_env_patches_a_plain_task(cluster):
+    statuses = ray.get(plain_task.remote(), timeout=120)["statuses"]
+    assert statuses.pop("seed_kernel_cache") == "pending"  # ray.init(runtime_env=...): the job's
+    assert set(statuses.values()) == {"skipped"}
+
+
 def test_map_isolated_failures_come_back_as_documented(cluster):
     with pytest.raises(ValueError, match="bad fold 1") as caught:
         tp_ray.map_isolated(fail_on_one, [0, 1, 2])
@@ -174,8 +186,8 @@ def test_a_worker_without_tf_patches_fails_at_start_instead_of_running_unpatched
         ray.get(ran_anyway.options(runtime_env=patched, max_retries=0).remote(str(marker)), timeout=120)
     assert not marker.exists()  # the task never ran
     # Without the set-up hook the same worker runs the task, unpatched and silent: what the hook prevents.
-    del patched["env_vars"][tp_ray.SETUP_HOOK_VARIABLE]
-    assert ray.get(ran_anyway.options(runtime_env=patched).remote(str(marker)), timeout=120) == "ran"
+    patched["env_vars"][tp_ray.SETUP_HOOK_VARIABLE] = ""  # blank: the job's hook is off for this task
+    assert ray.get(ran_anyway.options(runtime_env=patched, max_retries=0).remote(str(marker)), timeout=120) == "ran"
 
 
 def test_runtime_env_patches_an_actor_which_grows_where_fresh_workers_stay_flat(cluster):
