@@ -315,7 +315,7 @@ def test_gpu_gaps_advisory_is_silent_without_a_gpu():
     assert "GPU" in report["gpu_nondeterministic_ops"].reason
 
 
-def test_reapply_with_other_settings_warns_once_and_keeps_those_in_force():
+def test_reapply_with_other_settings_warns_once_and_keeps_those_in_force(tf, monkeypatch):
     tf_patches.apply_all()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -330,6 +330,7 @@ def test_reapply_with_other_settings_warns_once_and_keeps_those_in_force():
     assert added.status("op_determinism") == "applied"
     tf_patches.revert_all()  # the documented way to change them
     assert "finalize" in tf_patches.apply_all(graph_growth_guard="finalize")["graph_growth_guard"].reason
+    monkeypatch.setenv("TF_PATCHES_GRAPH_GROWTH", " ")  # blank is unset, so no request either
     with warnings.catch_warnings():
         warnings.simplefilter("error", tf_patches.TfPatchesWarning)
         tf_patches.apply_all()  # asks nothing of graph_growth_guard: its default is no request

@@ -14,7 +14,7 @@ from . import registry
 from .context import PatchContext
 from .environment import Environment, complete, detect
 from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
-from .options import Option, resolve, warn_config
+from .options import Option, resolve, unset, warn_config
 from .registry import PatchSpec
 from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
 
@@ -91,8 +91,7 @@ def apply_all(
                 continue
             state.requested = options["only"] is not None
             _start(spec, state, _env, options)
-            if state.status == FAILED or (state.status == SKIPPED and state.requested):
-                problems.append(f"{spec.name}: {state.status}: {state.reason}")
+            problems.extend(_strict_problem(spec, state))
         if kept:
             warnings.warn(
                 "tf-patches: apply_all() called again with other settings; those in force stay: "
@@ -104,9 +103,17 @@ def apply_all(
 
 
 def _asked(options: Tuple[Option, ...], given: Mapping[str, Any]) -> Set[str]:
-    """The options this call sets, by keyword or variable (not those left at their default)."""
+    """The options this call sets, by keyword or variable (not those left at their default;
+    blank text is unset, as everywhere)."""
     return {option.name for option in options
-            if given.get(option.name) is not None or option.env_var in os.environ}
+            if not unset(given.get(option.name)) or not unset(os.environ.get(option.env_var))}
+
+
+def _strict_problem(spec: PatchSpec, state: _State) -> List[str]:
+    """What strict mode raises for: a patch that failed, or one named in only= that ends skipped."""
+    if state.status == FAILED or (state.status == SKIPPED and state.requested):
+        return [f"{spec.name}: {state.status}: {state.reason}"]
+    return []
 
 
 def _kept_settings(spec: PatchSpec, state: _State, options: Mapping[str, Any], asked: Set[str]) -> List[str]:
@@ -209,8 +216,7 @@ def _on_tensorflow_imported(module: Any) -> None:
                 state = _states.get(spec.name)
                 if state is not None and state.status == PENDING:
                     _install(spec, state)
-                    if state.status == FAILED or (state.status == SKIPPED and state.requested):
-                        problems.append(f"{spec.name}: {state.status}: {state.reason}")
+                    problems.extend(_strict_problem(spec, state))
     except Exception as exc:  # pragma: no cover - defensive: a bug here must not break the import
         logger.error("tf-patches: post-import hook failed: %s", exc)
         return
@@ -232,18 +238,22 @@ def _register_hook() -> None:
 
 def _run_deferred_bootstrap() -> None:
     """Under the auto-apply bootstrap, which waits for `import tensorflow`: apply now, so that
-    what the caller reads is what the bootstrap would have done."""
+    what the caller reads is what the bootstrap would have done. (Imported only where it armed.)"""
     bootstrap = sys.modules.get("tf_patches._bootstrap")
     if bootstrap is not None:
         bootstrap.run_deferred()
 
 
-def revert_all() -> Report:
-    """Undo every patch: originals restored (the same objects), environment variables reset.
-    Under the auto-apply bootstrap, patches it had not applied yet no longer will be."""
+def _disarm_bootstrap() -> None:
     bootstrap = sys.modules.get("tf_patches._bootstrap")
     if bootstrap is not None:
         bootstrap.disarm()
+
+
+def revert_all() -> Report:
+    """Undo every patch: originals restored (the same objects), environment variables reset.
+    Under the auto-apply bootstrap, patches it had not applied yet no longer will be."""
+    _disarm_bootstrap()
     with _lock:
         for spec in reversed(registry.specs()):
             state = _states.get(spec.name)
