@@ -73,7 +73,7 @@ unpatched = run(GROWTH.format(patched=False, kinds=KINDS, calls=min(CALLS, 1000)
 patched = run(GROWTH.format(patched=True, kinds=KINDS, calls=CALLS, warmup=WARMUP))
 speed = run(SPEED.format(patched=True, blocks=BLOCKS, block=BLOCK))
 
-print(f"Growth under tf.random.set_seed(1234), KiB per 1,000 calls (fresh process each; goal patched ≤ 1)")
+print("Growth under tf.random.set_seed(1234), KiB per 1,000 calls (fresh process each; goal patched ≤ 1)")
 print(f"{'op kind':26}{'unpatched':>12}{'patched':>10}")
 for kind in KINDS:
     print(f"{kind:26}{unpatched[kind]:>12,.0f}{patched[kind]:>10.1f}")
