@@ -212,6 +212,12 @@ def _assert_same_adapter(tf: Any, arguments: Dict[str, Any]) -> None:
     assert [_flat_bytes(tf, e) for e in ours] == [_flat_bytes(tf, e) for e in theirs]
 
 
+def _without_timings(printed: str) -> str:
+    """Keras's progress bar pads a line to the width of the one it overwrites, so a "12ms/step" after
+    a "8ms/step" adds a space: timings and the padding they cause are not what is compared."""
+    return re.sub(r"[ \b]+", " ", re.sub(r"\d+(?:\.\d+)?[mµ]?s", "T", printed)).strip()
+
+
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_predictions_are_bit_identical_and_only_one_in_memory_batch_is_rerouted(tf, name, decisions, capsys):
     case = CASES[name]
@@ -233,7 +239,7 @@ def test_predictions_are_bit_identical_and_only_one_in_memory_batch_is_rerouted(
     assert tf_patches.apply_all(only=[NAME]).status(NAME) == ("applied" if APPLIES_HERE else "skipped")
     assert _flat_bytes(tf, predict()) == expected
     assert model.predict_function.experimental_get_tracing_count() == traces  # the same traced graph
-    assert re.sub(r"\d+m?s", "T", capsys.readouterr().out) == re.sub(r"\d+m?s", "T", printed)
+    assert _without_timings(capsys.readouterr().out) == _without_timings(printed)
     assert [_flat_bytes(tf, e) if isinstance(e, tuple) else e for e in recorder.events] == \
            [_flat_bytes(tf, e) if isinstance(e, tuple) else e for e in events]
     routed = [arguments for arguments, batch in decisions if batch is not None]
