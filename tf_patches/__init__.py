@@ -33,6 +33,9 @@ _EXPORTS = {
     "RemoteTraceback": "isolation",
     "IsolationWarning": "isolation",
     "GraphGrowthWarning": "patches.graph_growth_guard",
+    "diagnose": "diagnosis",
+    "Diagnosis": "diagnosis",
+    "DiagnosisReport": "diagnosis_report",
 }
 _SUBMODULES = ("ray",)  # optional integrations: imported (with what they need) when first used
 __all__ = ["__version__", *_EXPORTS]

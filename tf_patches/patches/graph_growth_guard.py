@@ -20,6 +20,9 @@ grows with every op added) with the one the previous run saw: O(1). Modes (``gra
   adds an op raises TF's own ``RuntimeError``, its message saying who finalized the graph and why;
   reverting the patch unfinalizes those graphs;
 - ``off``: not installed.
+
+``tf-patches diagnose`` wraps ``run`` with a :class:`Guard` of its own in mode ``count``: the
+same test, no warning, the ops added after the warm-up summed over every session.
 """
 
 from __future__ import annotations
@@ -79,6 +82,7 @@ class Guard:
         self.mode = mode
         self.watches: Dict[int, Optional[Watch]] = {}
         self.finalized: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self.added_total = 0  # ops added after the warm-up, every session ever watched
         self._library_dirs = library_dirs
         self._lock = threading.Lock()
 
@@ -133,6 +137,9 @@ class Guard:
                 return
             watch.growths += 1
             watch.added += grown
+            self.added_total += grown
+            if self.mode == "count":  # tf-patches diagnose: count, never warn or stop watching
+                return
             if watch.growths < GROWING_RUNS or self.watches.get(id(session)) is None:
                 return
             self.watches[id(session)] = None

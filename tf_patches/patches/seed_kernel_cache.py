@@ -136,6 +136,28 @@ class Router:
         return key, self.eager_tensor([0, seed2], self._host, self._uint64), self._alg
 
 
+def noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx: Any) -> Callable:
+    """Stock ``get_seed``, noting in ``note`` the fresh pair it hands out (while ``ctx.active``).
+    The patch's router and ``tf-patches diagnose`` (which counts fresh pairs that reach a
+    stateful kernel) read the same note."""
+
+    def get_seed(op_seed):
+        seeds_ = original_get_seed(op_seed)
+        # Stock drew a fresh pair exactly when eager, globally seeded and no op seed was given.
+        # Any other call clears the note, so a pair never waits for a later op to take it.
+        if op_seed is None and seeds_[0] is not None and ctx.active:
+            eager = context._context  # what TF's generated op wrappers read, cheaper than executing_eagerly()
+            note.pair = seeds_ if eager is not None and eager._thread_local_data.is_eager else None
+        else:
+            note.pair = None
+        return seeds_
+
+    return get_seed
+
+
+STATEFUL_OPS = frozenset(op for *_, op, _twin, _fn in TWINS) | frozenset(op for *_, op in TWINLESS)
+
+
 def _shape_op_wrapper(original: Callable, twin: str, twin_fn: Callable, router: Router,
                       execute: Callable) -> Callable:
     """``f(shape, dtype, seed, seed2, name)`` ops: uniform, standard normal, truncated normal."""
@@ -321,18 +343,7 @@ def install(ctx: PatchContext) -> str:
         fallback.append(op)
 
     original_get_seed = random_seed.get_seed
-    note = router.note
-
-    def get_seed(op_seed):
-        seeds_ = original_get_seed(op_seed)
-        # Stock drew a fresh pair exactly when eager, globally seeded and no op seed was given.
-        # Any other call clears the note, so a pair never waits for a later op to take it.
-        if op_seed is None and seeds_[0] is not None and ctx.active:
-            eager = context._context  # what TF's generated op wrappers read, cheaper than executing_eagerly()
-            note.pair = seeds_ if eager is not None and eager._thread_local_data.is_eager else None
-        else:
-            note.pair = None
-        return seeds_
+    get_seed = noting_get_seed(original_get_seed, context, router.note, ctx)
 
     # Only the module attribute, which TF's own ops look up at each call: the names bound at
     # import (tf.random.get_seed, tf.compat.v1.get_seed) keep stock's function, as they should.

@@ -1,0 +1,283 @@
+"""``tf_patches.diagnose()``: which known leak does this program have?
+
+::
+
+    with tf_patches.diagnose() as d:
+        train()
+    print(d.report())
+
+A :class:`Diagnosis` arms the probes of :mod:`tf_patches.signatures` when TensorFlow is imported
+(at once if it is), samples the process's RSS and the counts every ``interval`` seconds in a
+daemon thread, and removes the probes when stopped. ``tf-patches diagnose -- COMMAND`` arms one
+in every Python process of the command's tree through the bootstrap
+(:func:`arm_from_environment`); each writes its snapshot to a file the command reads at the end.
+Nothing is armed, and no thread started, in a process that never imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional
+
+from . import importhook
+
+DIRECTORY_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"  # where each process writes <pid>.json
+INTERVAL_VARIABLE = "TF_PATCHES_DIAGNOSE_INTERVAL"
+DEFAULT_INTERVAL = 1.0
+MAX_SAMPLES = 1_000  # past this, every other sample is dropped: a week-long job stays small
+
+
+def rss_bytes(pid: Optional[int] = None) -> Optional[int]:
+    """Resident memory of a process (this one by default), from ``/proc``; psutil elsewhere."""
+    try:
+        with open(f"/proc/{pid or 'self'}/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import psutil
+
+        return int(psutil.Process(pid or os.getpid()).memory_info().rss)
+    except Exception:
+        return None
+
+
+def _interval(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"interval must be a number of seconds, got {type(value).__name__}")
+    if not 0.01 <= value <= 3600:
+        raise ValueError(f"interval must be between 0.01 and 3600 seconds, got {value!r}")
+    return float(value)
+
+
+class Diagnosis:
+    """The probes, the samples and the snapshot of one process. Use :func:`diagnose`."""
+
+    def __init__(self, interval: float = DEFAULT_INTERVAL, write_to: Optional[str] = None):
+        self.interval = _interval(interval)
+        self._write_to = write_to
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+        self._installer: Any = None
+        self._probes: List[Any] = []
+        self._base: List[int] = []
+        self._samples: List[list] = []
+        self._onsets: Dict[str, float] = {}
+        self._skipped: Dict[str, str] = {}
+        self._failed: Dict[str, str] = {}
+        self._conditions: List[Dict[str, str]] = []
+        self._tf_version: Optional[str] = None
+        self._distribution: Optional[str] = None
+        self._patched: List[str] = []
+        self._armed_at: Optional[float] = None
+        self._started_at = time.time()
+        self._stopped = False
+        self._hooked = False
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> "Diagnosis":
+        module = sys.modules.get("tensorflow")
+        if module is not None:
+            self._arm(module)
+        else:
+            self._hooked = True
+            importhook.after_import("tensorflow", self._arm)
+        return self
+
+    def stop(self) -> None:
+        """Take a last sample, stop sampling, remove the probes (the counts stay readable)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        if self._hooked:
+            importhook.cancel("tensorflow", self._arm)
+        self._stop.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        self.sample()
+        if self._installer is not None:
+            self._installer.remove()
+        self._write()
+
+    def __enter__(self) -> "Diagnosis":
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    # -- arming, at `import tensorflow` -----------------------------------------------------
+    def _arm(self, module: Any) -> None:
+        # An import hook: whatever goes wrong here must not break `import tensorflow`.
+        try:
+            self._arm_probes(module)
+        except Exception as exc:
+            self._failed["diagnosis"] = f"{type(exc).__name__}: {exc}"
+        with self._lock:
+            if self._stopped or self._armed_at is not None:
+                return
+            self._armed_at = time.time()
+            self._base = [self._count(probe) for probe in self._probes]
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="tf-patches-diagnose", daemon=True)
+        self._thread.start()
+
+    def _arm_probes(self, module: Any) -> None:
+        from . import engine, registry, signatures
+        from .environment import complete
+
+        env = complete(engine._assumed_or_detected(), module)
+        self._tf_version, self._distribution = env.version, env.distribution
+        defaults = {option.name: option.default for option in registry.all_options()}
+        probes = {probe.patch: probe for probe in signatures.PROBES}
+        installer = signatures.Installer()
+        executions = signatures.EagerExecutions()
+        for spec in registry.specs():
+            verdict, reason = spec.check(env, defaults)
+            if verdict is False:
+                self._skipped[spec.name] = reason or "not relevant here"
+                continue
+            if spec.advise is not None:
+                self._conditions.append({"patch": spec.name, "title": spec.title,
+                                         "advice": spec.advise(env), "issue": spec.issue_url})
+            probe_class = probes.get(spec.name)
+            if probe_class is None:
+                continue
+            probe = probe_class()
+            try:
+                probe.install(installer, executions)
+            except Exception as exc:  # a TF internal that moved: said in the report
+                self._failed[spec.name] = f"{type(exc).__name__}: {exc}"
+                continue
+            self._probes.append(probe)
+        try:
+            executions.install(installer)
+        except Exception as exc:
+            for probe in self._probes:
+                if isinstance(probe, (signatures.FreshSeedKernels, signatures.FreshPyFuncTokens,
+                                      signatures.EagerOps)):
+                    self._failed[probe.patch] = f"eager ops cannot be watched: {type(exc).__name__}: {exc}"
+            self._probes = [probe for probe in self._probes if probe.patch not in self._failed]
+        self._installer = installer
+        try:
+            rows = engine._report().rows
+            self._patched = [row.name for row in rows if row.status == "applied"]
+        except Exception:
+            pass
+
+    # -- sampling ---------------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+            self._write()
+
+    @staticmethod
+    def _count(probe: Any) -> int:
+        try:
+            return int(probe.count())
+        except Exception:
+            return 0
+
+    def sample(self) -> None:
+        """Record now: time, RSS, and each armed signature's count."""
+        with self._lock:
+            if self._armed_at is None:
+                return
+            now = time.time()
+            counts = [self._count(probe) - base for probe, base in zip(self._probes, self._base)]
+            self._samples.append([round(now, 3), rss_bytes(), counts])
+            from .signatures import BY_PATCH
+
+            for probe, count in zip(self._probes, counts):
+                if count > BY_PATCH[probe.patch].floor and probe.patch not in self._onsets:
+                    self._onsets[probe.patch] = round(now, 3)
+            if len(self._samples) > MAX_SAMPLES:  # keep the first and the last
+                self._samples = self._samples[:-1:2] + self._samples[-1:]
+
+    def snapshot(self) -> Dict[str, Any]:
+        """This process's diagnosis so far, as plain data (what a child writes for the command)."""
+        with self._lock:
+            return {
+                "pid": os.getpid(),
+                "argv": list(sys.argv),
+                "distribution": self._distribution,
+                "tf_version": self._tf_version,
+                "python": sys.version.split()[0],
+                "started": round(self._started_at, 3),
+                "armed": self._armed_at and round(self._armed_at, 3),
+                "interval": self.interval,
+                "signatures": [probe.patch for probe in self._probes],
+                "samples": [list(sample) for sample in self._samples],
+                "onsets": dict(self._onsets),
+                "skipped": dict(self._skipped),
+                "failed": dict(self._failed),
+                "conditions": list(self._conditions),
+                "patched": list(self._patched),
+            }
+
+    def report(self) -> Any:
+        """A :class:`tf_patches.diagnosis_report.DiagnosisReport` of what was seen so far."""
+        from .diagnosis_report import DiagnosisReport
+
+        if not self._stopped:
+            self.sample()
+        return DiagnosisReport.from_snapshots([self.snapshot()])
+
+    def _write(self) -> None:
+        if not self._write_to:
+            return
+        try:
+            temporary = f"{self._write_to}.{threading.get_ident()}.tmp"
+            with open(temporary, "w", encoding="utf-8") as out:
+                json.dump(self.snapshot(), out)
+            os.replace(temporary, self._write_to)
+        except Exception:
+            pass  # the command's folder went away: the program must run on
+
+    def _forked(self) -> None:
+        """In a forked child: its own file, counts from now, a sampler of its own."""
+        if self._write_to:
+            self._write_to = os.path.join(os.path.dirname(self._write_to), f"{os.getpid()}.json")
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._samples, self._onsets = [], {}
+        if self._armed_at is not None and not self._stopped:
+            self._armed_at = time.time()
+            self._base = [self._count(probe) for probe in self._probes]
+            self.sample()
+            self._thread = threading.Thread(target=self._run, name="tf-patches-diagnose", daemon=True)
+            self._thread.start()
+
+
+def diagnose(interval: float = 0.5) -> Diagnosis:
+    """Diagnose the code in a ``with`` block (or from :meth:`Diagnosis.start` to ``stop``):
+    ``with tf_patches.diagnose() as d: ...``, then ``print(d.report())``."""
+    return Diagnosis(interval)
+
+
+_armed: Optional[Diagnosis] = None
+
+
+def arm_from_environment() -> None:
+    """Under ``tf-patches diagnose``: arm a diagnosis that writes ``$TF_PATCHES_DIAGNOSE_DIR/<pid>.json``
+    (called by the bootstrap at interpreter start; costs an import hook until TF is imported)."""
+    global _armed
+    directory = os.environ.get(DIRECTORY_VARIABLE)
+    if not directory or _armed is not None:
+        return
+    try:
+        interval = _interval(float(os.environ.get(INTERVAL_VARIABLE) or DEFAULT_INTERVAL))
+    except (TypeError, ValueError):
+        interval = DEFAULT_INTERVAL
+    _armed = Diagnosis(interval, write_to=os.path.join(directory, f"{os.getpid()}.json"))
+    _armed.start()
+    atexit.register(_armed.stop)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_armed._forked)
