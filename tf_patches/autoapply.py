@@ -15,7 +15,7 @@ import argparse
 import importlib.util
 import os
 import sys
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, List, Sequence
 
 from . import allocator
 from ._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
@@ -47,24 +47,42 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    command = command_of(args)
     if not command:
         print("tf-patches run: no command given (tf-patches run [options] -- COMMAND...)", file=sys.stderr)
         return 2  # a usage error, as argparse's own
+    try:
+        env = command_environment(args)
+    except allocator.AllocatorNotFound as exc:
+        print(f"tf-patches run: --malloc {args.malloc}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return _exec(command, env)
+
+
+def command_of(args: argparse.Namespace) -> List[str]:
+    """The command after ``--`` (argparse keeps the separator in a REMAINDER)."""
+    return args.command[1:] if args.command[:1] == ["--"] else list(args.command)
+
+
+def patch_variables(args: argparse.Namespace) -> Dict[str, str]:
+    """The ``TF_PATCHES_*`` variables the patch options given on the command line set."""
+    return {key: value for key, value in vars(args).items() if key.startswith("TF_PATCHES_") and value}
+
+
+def command_environment(args: argparse.Namespace) -> Dict[str, str]:
+    """The environment the command runs in (also ``tf-patches diagnose``'s): the bootstrap first on
+    ``PYTHONPATH``, the patch options as variables, ``--malloc`` preloaded. Raises
+    :class:`allocator.AllocatorNotFound` for a ``--malloc`` that is not installed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = _first_on_path(BOOTSTRAP_DIRECTORY, env.get("PYTHONPATH", ""))
     if _start_reported_a_failing_sitecustomize():
         env[bootstrap.REPORTED_VARIABLE] = str(os.getpid())  # the PID a Python command keeps
-    env.update({key: value for key, value in vars(args).items() if key.startswith("TF_PATCHES_") and value})
+    env.update(patch_variables(args))
     if args.malloc:
-        try:
-            library = allocator.find(args.malloc)
-        except allocator.AllocatorNotFound as exc:
-            print(f"tf-patches run: --malloc {args.malloc}: {exc}", file=sys.stderr)
-            return EXIT_FAILED
+        library = allocator.find(args.malloc)
         # Ours first: the first library that defines malloc wins.
         env["LD_PRELOAD"] = " ".join([library, *env.get("LD_PRELOAD", "").split()])
-    return _exec(command, env)
+    return env
 
 
 def _checked(option: Option) -> Callable[[str], str]:

@@ -43,7 +43,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 # Sub-command name -> module (kept out of this file so each feature stays in its own module).
-COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply", "demo": "tf_patches.demo"}
+COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply", "demo": "tf_patches.demo",
+                            "diagnose": "tf_patches.diagnose_command"}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -74,7 +74,6 @@ class Diagnosis:
         self._conditions: List[Dict[str, str]] = []
         self._tf_version: Optional[str] = None
         self._distribution: Optional[str] = None
-        self._patched: List[str] = []
         self._armed_at: Optional[float] = None
         self._started_at = time.time()
         self._stopped = False
@@ -166,11 +165,6 @@ class Diagnosis:
                     self._failed[probe.patch] = f"eager ops cannot be watched: {type(exc).__name__}: {exc}"
             self._probes = [probe for probe in self._probes if probe.patch not in self._failed]
         self._installer = installer
-        try:
-            rows = engine._report().rows
-            self._patched = [row.name for row in rows if row.status == "applied"]
-        except Exception:
-            pass
 
     # -- sampling ---------------------------------------------------------------------------
     def _run(self) -> None:
@@ -219,8 +213,20 @@ class Diagnosis:
                 "skipped": dict(self._skipped),
                 "failed": dict(self._failed),
                 "conditions": list(self._conditions),
-                "patched": list(self._patched),
+                "patched": self._applied(),
             }
+
+    def _applied(self) -> List[str]:
+        """The patches applied now: read at each snapshot, since under the bootstrap this
+        diagnosis arms before the engine's own import hook installs them."""
+        if self._armed_at is None:
+            return []
+        try:
+            from . import engine
+
+            return [row.name for row in engine._report().rows if row.status == "applied"]
+        except Exception:
+            return []
 
     def report(self) -> Any:
         """A :class:`tf_patches.diagnosis_report.DiagnosisReport` of what was seen so far."""
@@ -231,7 +237,7 @@ class Diagnosis:
         return DiagnosisReport.from_snapshots([self.snapshot()])
 
     def _write(self) -> None:
-        if not self._write_to:
+        if not self._write_to or self._armed_at is None:  # a process without TF leaves no file
             return
         try:
             temporary = f"{self._write_to}.{threading.get_ident()}.tmp"

@@ -145,7 +145,7 @@ class DiagnosisReport:
             rss_end_bytes=last_rss if armed else None,
             rss_peak_bytes=peak,
             growth_bytes=int(growth),
-            slope_bytes_per_s=_slope(series),
+            slope_bytes_per_s=_process_slopes(armed) if armed else _slope(series),
             leaks=leaks,
             unexplained_bytes=int(unexplained),
             below_floor=below,
@@ -299,6 +299,12 @@ def _summed(armed: Sequence[Dict[str, Any]], start: float) -> List[Tuple[float, 
         latest[index] = rss
         series.append((t - start, sum(latest.values())))
     return series
+
+
+def _process_slopes(armed: Sequence[Dict[str, Any]]) -> float:
+    """Bytes per second after each process imported TF, summed: as the growth is (the tree's
+    series starts before TF's own import, hundreds of MiB in a second or two)."""
+    return round(sum(_slope([(s[0], s[1]) for s in snap["samples"] if s[1] is not None]) for snap in armed), 1)
 
 
 def _slope(series: Sequence[Tuple[float, int]]) -> float:

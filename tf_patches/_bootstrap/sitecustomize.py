@@ -14,6 +14,8 @@ import sys
 # `tf-patches run` sets this to its own PID when its interpreter's start-up has already reported a
 # failing sitecustomize: a Python command it execs keeps that PID, and one process says it once.
 REPORTED_VARIABLE = "TF_PATCHES_SITECUSTOMIZE_REPORTED"
+# Set by `tf-patches diagnose` (tf_patches.diagnosis.DIRECTORY_VARIABLE, not imported: start-up cost).
+DIAGNOSE_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"
 hidden_failed = False  # read by `tf-patches run` when this bootstrap started its own interpreter
 
 
@@ -75,6 +77,18 @@ def _arm() -> None:
         _warn("patches not armed at start-up, the program runs unpatched", exc)
 
 
+def _arm_diagnosis() -> None:
+    """Under `tf-patches diagnose`: count the leak signatures in this process once it imports TF."""
+    try:
+        from tf_patches import diagnosis
+
+        diagnosis.arm_from_environment()
+    except Exception as exc:
+        _warn("diagnosis not armed, this process is not counted", exc)
+
+
 if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches._bootstrap.sitecustomize
     _run_hidden_sitecustomize()
     _arm()
+    if os.environ.get(DIAGNOSE_VARIABLE):  # else nothing imported: start-up stays cheap
+        _arm_diagnosis()
