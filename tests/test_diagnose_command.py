@@ -1,0 +1,311 @@
+"""``tf-patches diagnose -- COMMAND``, in real subprocesses on real TensorFlow: the leak named with
+the memory it explains, child interpreters counted, the command's output, exit status and signal
+death passed through, and the report still printed. A TF process costs ≈5 s: the runs that import
+TF are module fixtures shared by several tests (4 TF processes in all)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+from tf_patches import cli, diagnose_command, diagnosis
+from tf_patches._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+
+from .fresh import ROOT, fresh_env
+
+PYTHON = sys.executable
+DIAGNOSE = [PYTHON, "-m", "tf_patches", "diagnose"]
+SEED = "seed_kernel_cache"
+MIB = 2**20
+
+# TF 36164's loop: 2,000 fresh stateful kernels here, 1,000 more in a spawn child with --child
+# (≈35 KiB each, measured); exit status 3.
+SEED_LOOP = """
+    import multiprocessing, sys
+
+    def loop(calls):
+        import tensorflow as tf
+        tf.random.set_seed(1)
+        for _ in range(calls):
+            tf.random.uniform([]).numpy()
+
+    if __name__ == "__main__":
+        loop(2000)
+        print("the script's own output", flush=True)
+        if "--child" in sys.argv:
+            child = multiprocessing.get_context("spawn").Process(target=loop, args=(1000,))
+            child.start()
+            child.join()
+        sys.exit(3)
+"""
+
+# Imports TF, says where its snapshot goes, then waits; on SIGTERM it leaves a marker and dies by it.
+WAITS_FOR_SIGTERM = """
+    import os, signal, time
+    import tensorflow as tf
+
+    def on_term(number, frame):
+        with open(os.environ["MARKER"], "w") as marker:
+            marker.write("SIGTERM")
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, on_term)
+    print(os.path.join(os.environ["TF_PATCHES_DIAGNOSE_DIR"], f"{os.getpid()}.json"), flush=True)
+    while True:
+        time.sleep(0.1)
+"""
+
+# No TF: what a command gets in its environment.
+PRINTS_ENVIRONMENT = """
+    import json, os, sys
+    print(json.dumps({"env": {k: v for k, v in os.environ.items() if k.startswith("TF_PATCHES_")},
+                      "pythonpath": os.environ.get("PYTHONPATH", "").split(os.pathsep),
+                      "diagnosis_imported": "tf_patches.diagnosis" in sys.modules}))
+"""
+
+
+def _write(path: Path, code: str) -> Path:
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def _diagnose(args: List[str], env: Optional[Dict[str, Optional[str]]] = None,
+              timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(DIAGNOSE + args, env=fresh_env(env), capture_output=True, text=True,
+                          timeout=timeout, cwd=str(ROOT))
+
+
+def _last_json(stdout: str) -> dict:
+    return json.loads(stdout.strip().splitlines()[-1])
+
+
+def _leaks(data: dict) -> Dict[str, dict]:
+    return {leak["patch"]: leak for leak in data["leaks"]}
+
+
+# -- the seed loop, unpatched, with a spawn child: one run, several checks ----------------------
+@pytest.fixture(scope="module")
+def unpatched(tmp_path_factory) -> subprocess.CompletedProcess:
+    script = _write(tmp_path_factory.mktemp("unpatched") / "seed_loop.py", SEED_LOOP)
+    return _diagnose(["--json", "--", PYTHON, str(script), "--child"])
+
+
+def test_seed_loop_names_the_leak_and_the_memory_it_explains(unpatched):
+    data = _last_json(unpatched.stdout)
+    leak = _leaks(data).get(SEED)
+    assert leak is not None, unpatched.stderr[-3000:]
+    assert 2900 <= leak["count"] <= 3300  # 2,000 here + 1,000 in the child
+    assert data["growth_bytes"] > 50 * MIB
+    assert 0.5 <= leak["explained_bytes"] / data["growth_bytes"] <= 2.0
+    assert leak["unit_size"] == "measured"
+    assert leak["fix_command"].startswith("tf-patches run -- ") and "seed_loop.py" in leak["fix_command"]
+    assert data["patched"] == []  # off unless asked
+    assert "seed_kernel_cache" in unpatched.stderr and "Known leaks found" in unpatched.stderr
+
+
+def test_child_interpreter_is_counted(unpatched):
+    data = _last_json(unpatched.stdout)
+    assert data["processes"] == 2, unpatched.stderr[-3000:]
+    assert data["rss_samples"]  # the tree, sampled by the parent
+
+
+def test_output_and_exit_status_pass_through(unpatched):
+    assert unpatched.returncode == 3, unpatched.stderr[-3000:]
+    lines = unpatched.stdout.strip().splitlines()
+    assert lines[0] == "the script's own output"
+    assert len(lines) == 2 and lines[1].startswith("{")  # one JSON object, after the command's output
+    assert _last_json(unpatched.stdout)["exit_status"] == 3
+    assert "exit status 3" in unpatched.stderr  # the text report, on stderr
+
+
+# -- the same loop, patched, with --output, --plot and interim reports: one run -----------------
+@pytest.fixture(scope="module")
+def patched(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("patched")
+    script = _write(folder / "seed_loop.py", SEED_LOOP)
+    output, plot = folder / "report.json", folder / "rss.png"
+    proc = _diagnose(["--patched", "--output", str(output), "--plot", str(plot), "--interval", "1",
+                      "--", PYTHON, str(script)])
+    return proc, output, plot
+
+
+def test_patched_shows_no_seed_leak(patched):
+    proc, output, _ = patched
+    assert proc.returncode == 3, proc.stderr[-3000:]
+    data = json.loads(output.read_text())
+    assert data["processes"] == 1
+    assert SEED not in _leaks(data)
+    assert SEED in data["patched"]
+    # Fitted after TF's import (hundreds of MiB in the tree's first seconds), not over it.
+    assert data["slope_bytes_per_s"] < 50 * MIB
+
+
+def test_output_file_instead_of_stdout(patched):
+    proc, output, _ = patched
+    assert proc.stdout == "the script's own output\n"  # the JSON went to --output only
+    assert json.loads(output.read_text())["exit_status"] == 3
+
+
+def test_plot_and_interim_reports(patched):
+    proc, _, plot = patched
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "interim report" in proc.stderr  # --interval 1 over a ≥ 4 s run
+
+
+# -- signals -----------------------------------------------------------------------------------
+def _started(args: List[str], env: Optional[Dict[str, Optional[str]]] = None) -> subprocess.Popen:
+    # A session of its own: a signal to its group reaches neither pytest nor its terminal.
+    return subprocess.Popen(DIAGNOSE + args, env=fresh_env(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd=str(ROOT), start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen, timeout: float = 60):
+    try:
+        return proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        raise
+
+
+def test_sigterm_reaches_the_command_and_the_parent_dies_by_it_after_its_report(tmp_path):
+    script = _write(tmp_path / "waits.py", WAITS_FOR_SIGTERM)
+    marker = tmp_path / "marker"
+    proc = _started(["--json", "--", PYTHON, str(script)], {"MARKER": str(marker)})
+    try:
+        snapshot = Path(proc.stdout.readline().strip())
+        deadline = time.monotonic() + 60
+        while not snapshot.exists() and time.monotonic() < deadline:  # armed and written once
+            time.sleep(0.1)
+        assert snapshot.exists()
+        proc.send_signal(signal.SIGTERM)  # the parent only, as a process manager would
+        out, err = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert marker.read_text() == "SIGTERM"
+    assert proc.returncode == -signal.SIGTERM, err[-3000:]
+    data = _last_json(out)  # printed (and flushed) before the parent's own death
+    assert data["processes"] == 1 and data["exit_status"] == 128 + signal.SIGTERM
+    assert "killed by SIGTERM" in err and "1 process with TensorFlow" in err
+
+
+def test_ctrl_c_to_the_group_kills_the_command_not_the_report():
+    # No TF: a Python command that waits; SIGINT to the whole group, as a terminal's Ctrl-C.
+    proc = _started(["--", PYTHON, "-c", "import time; print('ready', flush=True); time.sleep(60)"])
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = _finish(proc)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == -signal.SIGINT  # Python re-raises SIGINT after KeyboardInterrupt; so do we
+    assert "killed by SIGINT" in err
+    assert err.count("Traceback") == 1  # the command's own KeyboardInterrupt, none of ours
+
+
+def test_a_signal_whose_default_is_not_to_die_gives_128_plus_n():
+    assert diagnose_command._exit_like(-signal.SIGWINCH) == 128 + signal.SIGWINCH
+
+
+# -- commands without TensorFlow ---------------------------------------------------------------
+def test_command_without_tensorflow():
+    proc = _diagnose(["--json", "--", "sh", "-c", "echo out; exit 5"])
+    assert proc.returncode == 5, proc.stderr
+    assert proc.stdout.splitlines()[0] == "out"
+    data = _last_json(proc.stdout)
+    assert data["processes"] == 0 and data["leaks"] == [] and data["exit_status"] == 5
+    assert "no process imported TensorFlow" in proc.stderr
+
+
+@pytest.mark.parametrize("options, expected", [
+    ([], {"TF_PATCHES_ONLY": "none"}),  # off: the user's own TF_PATCHES_ONLY does not turn them on
+    (["--patched"], {"TF_PATCHES_ONLY": "seed_kernel_cache"}),  # as `tf-patches run`: the user's settings
+    (["--exclude", "rfft_guard", "--interval", "0.5"], {"TF_PATCHES_EXCLUDE": "rfft_guard",
+                                                        "TF_PATCHES_ONLY": "seed_kernel_cache"}),
+], ids=["default", "patched", "patch-option"])
+def test_environment_of_the_command(tmp_path, options, expected):
+    script = _write(tmp_path / "env.py", PRINTS_ENVIRONMENT)
+    proc = _diagnose(options + ["--", PYTHON, str(script)], {"TF_PATCHES_ONLY": "seed_kernel_cache"})
+    assert proc.returncode == 0, proc.stderr
+    seen = json.loads(proc.stdout.splitlines()[0])
+    env = seen["env"]
+    directory = env.pop(diagnosis.DIRECTORY_VARIABLE)
+    assert not os.path.exists(directory)  # removed after the report
+    assert env.pop(diagnosis.INTERVAL_VARIABLE) == ("0.5" if "--interval" in options else "1.0")
+    assert env == expected
+    assert seen["pythonpath"][0] == BOOTSTRAP_DIRECTORY
+    assert seen["diagnosis_imported"]  # the bootstrap armed it
+
+
+# -- the bootstrap -----------------------------------------------------------------------------
+def test_bootstrap_imports_nothing_more_without_the_variable():
+    code = "import sys; print('tf_patches.diagnosis' in sys.modules, 'tf_patches._bootstrap' in sys.modules)"
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
+                          env=fresh_env({"PYTHONPATH": f"{BOOTSTRAP_DIRECTORY}{os.pathsep}{ROOT}"}))
+    assert proc.stdout.split() == ["False", "True"], proc.stderr  # the bootstrap ran, the diagnosis did not
+
+
+def test_bootstrap_failure_is_one_line_and_start_up_goes_on(monkeypatch, capsys):
+    from tf_patches._bootstrap import sitecustomize
+
+    def broken() -> None:
+        raise RuntimeError("no\ndiagnosis")
+
+    monkeypatch.setattr(diagnosis, "arm_from_environment", broken)
+    sitecustomize._arm_diagnosis()
+    assert capsys.readouterr().err == ("tf-patches: diagnosis not armed, this process is not counted: "
+                                       "RuntimeError: no diagnosis\n")
+    assert sitecustomize.DIAGNOSE_VARIABLE == diagnosis.DIRECTORY_VARIABLE
+
+
+# -- arguments and commands that cannot run (in this process: nothing starts) ------------------
+@pytest.mark.parametrize("interval", ["0", "-1", "abc", "nan", "1e9"])
+def test_bad_interval_is_a_usage_error(interval, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["diagnose", "--interval", interval, "--", "true"])
+    assert exit_info.value.code == 2
+    assert "--interval" in capsys.readouterr().err
+
+
+def test_commands_that_cannot_run(tmp_path, capsys):
+    not_executable = tmp_path / "script.sh"
+    not_executable.write_text("exit 0\n")
+    assert cli.main(["diagnose"]) == 2
+    assert cli.main(["diagnose", "--", "tf-patches-no-such-command"]) == 127
+    assert cli.main(["diagnose", "--", ""]) == 127
+    assert cli.main(["diagnose", "--", str(not_executable)]) == 126
+    assert cli.main(["diagnose", "--output", str(tmp_path / "no" / "such" / "r.json"), "--", "true"]) == 2
+    err = capsys.readouterr().err
+    assert "no command given" in err and "command not found: tf-patches-no-such-command" in err
+    assert "cannot run" in err and "no such folder" in err
+
+
+def test_plot_without_matplotlib_says_so_before_the_command_runs(monkeypatch, capsys):
+    real = diagnose_command.importlib.util.find_spec
+    monkeypatch.setattr(diagnose_command.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "matplotlib" else real(name, *args))
+    assert cli.main(["diagnose", "--plot", "rss.png", "--", "true"]) == 2
+    assert "--plot needs matplotlib" in capsys.readouterr().err
+
+
+def test_tree_holds_grandchildren():
+    shell = subprocess.Popen(["sh", "-c", "sleep 30 & echo $!; wait"], stdout=subprocess.PIPE, text=True,
+                             start_new_session=True)
+    try:
+        grandchild = int(shell.stdout.readline())
+        assert {shell.pid, grandchild} <= set(diagnose_command._tree(os.getpid()))
+        assert sorted(diagnose_command._tree(shell.pid)) == sorted([shell.pid, grandchild])
+    finally:
+        os.killpg(shell.pid, signal.SIGKILL)
+        shell.wait(timeout=10)
