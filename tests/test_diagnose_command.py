@@ -180,7 +180,8 @@ def _finish(proc: subprocess.Popen, timeout: float = 60):
 def test_sigterm_reaches_the_command_and_the_parent_dies_by_it_after_its_report(tmp_path):
     script = _write(tmp_path / "waits.py", WAITS_FOR_SIGTERM)
     marker = tmp_path / "marker"
-    proc = _started(["--json", "--", PYTHON, str(script)], {"MARKER": str(marker)})
+    # Buffered stdout, as usual for a pipe: the JSON must be flushed before the parent's own death.
+    proc = _started(["--json", "--", PYTHON, str(script)], {"MARKER": str(marker), "PYTHONUNBUFFERED": None})
     try:
         snapshot = Path(proc.stdout.readline().strip())
         deadline = time.monotonic() + 60
@@ -226,6 +227,26 @@ def test_command_without_tensorflow():
     data = _last_json(proc.stdout)
     assert data["processes"] == 0 and data["leaks"] == [] and data["exit_status"] == 5
     assert "no process imported TensorFlow" in proc.stderr
+
+
+def test_closed_stdout_keeps_the_exit_status():
+    # `tf-patches diagnose --json -- CMD | head -1`: the reader is gone when the JSON comes.
+    proc = _started(["--json", "--", "sh", "-c", "sleep 0.5; exit 4"], {"PYTHONUNBUFFERED": None})
+    proc.stdout.close()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 4, err
+    assert "Traceback" not in err and "BrokenPipe" not in err
+
+
+def test_a_failing_report_keeps_the_exit_status(monkeypatch, capsys):
+    from tf_patches.diagnosis_report import DiagnosisReport
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(DiagnosisReport, "from_snapshots", broken)
+    assert cli.main(["diagnose", "--json", "--", "sh", "-c", "exit 4"]) == 4
+    assert "tf-patches diagnose: no report: RuntimeError: a bug" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("options, expected", [
@@ -291,11 +312,11 @@ def test_commands_that_cannot_run(tmp_path, capsys):
     assert "cannot run" in err and "no such folder" in err
 
 
-def test_plot_without_matplotlib_says_so_before_the_command_runs(monkeypatch, capsys):
+def test_plot_without_matplotlib_says_so_before_the_command_runs(tmp_path, monkeypatch, capsys):
     real = diagnose_command.importlib.util.find_spec
     monkeypatch.setattr(diagnose_command.importlib.util, "find_spec",
                         lambda name, *args: None if name == "matplotlib" else real(name, *args))
-    assert cli.main(["diagnose", "--plot", "rss.png", "--", "true"]) == 2
+    assert cli.main(["diagnose", "--plot", str(tmp_path / "rss.png"), "--", "true"]) == 2
     assert "--plot needs matplotlib" in capsys.readouterr().err
 
 

@@ -85,9 +85,7 @@ def run(args: argparse.Namespace) -> int:
             signals.started(child)
             interim = (lambda samples: _interim(directory, command, samples)) if args.interval else None
             returncode, samples = _watch(child, interval, interim)
-            status = returncode if returncode >= 0 else 128 - returncode  # as a shell's $?
-            report = _report(directory, command, status, samples, returncode)
-            _output(args, report)
+            _report_at_exit(args, directory, command, returncode, samples)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return _exit_like(returncode)
@@ -261,18 +259,34 @@ def _report(directory: str, command: Sequence[str], status: Optional[int], sampl
     return report
 
 
+def _report_at_exit(args: argparse.Namespace, directory: str, command: Sequence[str], returncode: int,
+                    samples: Sequence[Sample]) -> None:
+    """The report, whatever goes wrong in it: the command's exit status must still come out."""
+    status = returncode if returncode >= 0 else 128 - returncode  # as a shell's $?
+    try:
+        _output(args, _report(directory, command, status, samples, returncode))
+    except Exception as exc:
+        _say(f"no report: {type(exc).__name__}: {exc}")
+
+
+def _say(message: str) -> None:
+    try:
+        print(f"tf-patches diagnose: {message}", file=sys.stderr, flush=True)
+    except Exception:
+        pass  # no stderr to say it on
+
+
 def _interim(directory: str, command: Sequence[str], samples: Sequence[Sample]) -> None:
     try:
         report = _report(directory, command, None, samples)
         text = str(report) if report.processes else "no process has imported TensorFlow yet"
         print(f"-- interim report (the command still runs) --\n{text}\n", file=sys.stderr, flush=True)
     except Exception as exc:  # a report must never stop the command
-        print(f"tf-patches diagnose: no interim report: {type(exc).__name__}: {exc}", file=sys.stderr)
+        _say(f"no interim report: {type(exc).__name__}: {exc}")
 
 
 def _output(args: argparse.Namespace, report: Any) -> None:
-    """Text to stderr; JSON to --output or stdout; the plot. A failure here is said, not raised:
-    the command's exit status must still come out."""
+    """Text to stderr; JSON to --output or stdout; the plot. Each failure is said, not raised."""
     print(report, file=sys.stderr, flush=True)
     data = report.to_dict()
     if args.output:
@@ -281,15 +295,18 @@ def _output(args: argparse.Namespace, report: Any) -> None:
                 json.dump(data, out, indent=2)
                 out.write("\n")
         except OSError as exc:
-            print(f"tf-patches diagnose: cannot write --output {args.output}: {exc}", file=sys.stderr)
+            _say(f"cannot write --output {args.output}: {exc}")
     elif args.json:
-        print(json.dumps(data), flush=True)  # one line: the last of stdout
+        try:
+            print(json.dumps(data), flush=True)  # one line: the last of stdout
+        except BrokenPipeError:  # the reader left (`| head`): no second error at exit
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     if args.plot:
         try:
             report.plot(args.plot)
-            print(f"tf-patches diagnose: plot written to {args.plot}", file=sys.stderr)
+            _say(f"plot written to {args.plot}")
         except Exception as exc:  # no matplotlib after all, an unwritable file
-            print(f"tf-patches diagnose: no plot: {exc}", file=sys.stderr)
+            _say(f"no plot: {exc}")
 
 
 # -- exit status ------------------------------------------------------------------------------
