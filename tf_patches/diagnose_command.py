@@ -66,18 +66,14 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"tf-patches diagnose: {problem}", file=sys.stderr)
         return 2
-    try:
-        env = autoapply.command_environment(args)
-    except allocator.AllocatorNotFound as exc:
-        print(f"tf-patches diagnose: --malloc {args.malloc}: {exc}", file=sys.stderr)
-        return autoapply.EXIT_FAILED
-    if not args.patched and not autoapply.patch_variables(args):
-        env["TF_PATCHES_ONLY"] = "none"  # diagnose the program as it is
     interval = args.interval or diagnosis.DEFAULT_INTERVAL
     directory = tempfile.mkdtemp(prefix="tf-patches-diagnose-")
     try:
-        env[diagnosis.DIRECTORY_VARIABLE] = directory
-        env[diagnosis.INTERVAL_VARIABLE] = repr(interval)
+        try:
+            env = _child_environment(args, directory, interval)
+        except allocator.AllocatorNotFound as exc:
+            print(f"tf-patches diagnose: --malloc {args.malloc}: {exc}", file=sys.stderr)
+            return autoapply.EXIT_FAILED
         with _Signals() as signals:
             child = _start(command, env)
             if isinstance(child, int):
@@ -114,6 +110,17 @@ def _unusable_outputs(args: argparse.Namespace) -> Optional[str]:
 
 
 # -- the child --------------------------------------------------------------------------------
+def _child_environment(args: argparse.Namespace, directory: str, interval: float) -> Dict[str, str]:
+    """`tf-patches run`'s environment, the patches off unless asked, and where each process that
+    imports TF writes its snapshot."""
+    env = autoapply.command_environment(args)
+    if not args.patched and not autoapply.patch_variables(args):
+        env["TF_PATCHES_ONLY"] = "none"  # the program as it is; the user's own settings would not say so
+    env[diagnosis.DIRECTORY_VARIABLE] = directory
+    env[diagnosis.INTERVAL_VARIABLE] = repr(interval)
+    return env
+
+
 def _start(command: Sequence[str], env: Dict[str, str]) -> Union[subprocess.Popen, int]:
     """The running command, or the exit status ``tf-patches run`` gives when it cannot start."""
     if not command[0]:
@@ -255,7 +262,9 @@ def _report(directory: str, command: Sequence[str], status: Optional[int], sampl
     report = DiagnosisReport.from_snapshots(_snapshots(directory), command=list(command),
                                             exit_status=status, tree_samples=samples)
     if returncode is not None and returncode < 0:
-        report.notes.append(f"the command was killed by {_signal_name(-returncode)}")
+        name = _signal_name(-returncode)
+        hint = " (as the out-of-memory killer does; counts as of each process's last sample)" if name == "SIGKILL" else ""
+        report.notes.append(f"the command was killed by {name}{hint}")
     return report
 
 
