@@ -132,7 +132,9 @@ class Diagnosis:
         from . import engine, registry, signatures
         from .environment import complete
 
-        env = complete(engine._assumed_or_detected(), module)
+        env = engine._assumed_or_detected()
+        if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it
+            env = complete(env, module)
         self._tf_version, self._distribution = env.version, env.distribution
         defaults = {option.name: option.default for option in registry.all_options()}
         probes = {probe.patch: probe for probe in signatures.PROBES}
@@ -160,8 +162,7 @@ class Diagnosis:
             executions.install(installer)
         except Exception as exc:
             for probe in self._probes:
-                if isinstance(probe, (signatures.FreshSeedKernels, signatures.FreshPyFuncTokens,
-                                      signatures.EagerOps)):
+                if probe.watches_eager_ops:
                     self._failed[probe.patch] = f"eager ops cannot be watched: {type(exc).__name__}: {exc}"
             self._probes = [probe for probe in self._probes if probe.patch not in self._failed]
         self._installer = installer

@@ -14,7 +14,6 @@ the others are fitted from RSS against the counts by :mod:`tf_patches.diagnosis_
 
 from __future__ import annotations
 
-import itertools
 import threading
 import weakref
 from dataclasses import dataclass
@@ -77,13 +76,16 @@ SIGNATURES: Tuple[Signature, ...] = (
         _by_minor({"2.12": 248 * KIB, "2.14": 268 * KIB}, 258 * KIB), floor=8,
         fix="one in-memory batch served without the leaking pipeline"),
     Signature(
-        "rfft_guard", "FFT ops built on the nvidia-tensorflow 1.15.5 build whose cuFFT ops leak",
+        "rfft_guard", "FFT ops not pinned to the CPU on the nvidia-tensorflow 1.15.5 build whose cuFFT ops leak",
         _by_minor({}, None), floor=0, fix="run them on the CPU (or refuse them)",
         run_flags=("--rfft-guard", "cpu"), apply_kwargs='rfft_guard="cpu"'),
     Signature(
-        "py311_eager_op_leak", "eager ops (each leaks a little on Python >= 3.11 with TF < 2.17)",
-        # The advisory: 9 MB per 100,000 eager ops on 2.12-2.15, 64 MB on 2.16.
-        _by_minor({"2.16": 640}, 90), floor=10_000,
+        "py311_eager_op_leak", "eager tensors made (each leaks a little on Python >= 3.11 with TF < 2.17)",
+        # The leak is per EagerTensor, whether an op made it or a conversion did: 16 B each on
+        # 2.12.1 in a fresh loop, 32 B once the heap is fragmented (tests/test_diagnosis.py measures
+        # both), so 24. The advisory's 9 MB per 100,000 tf.zeros([1]) (3 tensors each) on 2.12-2.15
+        # is 30 B; its 64 MB on 2.16 is 213 B.
+        _by_minor({"2.16": 213}, 24), floor=10_000,
         fix="an advisory, nothing to patch: upgrade to TensorFlow >= 2.17 or run on Python 3.10"),
 )
 BY_PATCH: Dict[str, Signature] = {signature.patch: signature for signature in SIGNATURES}
@@ -131,6 +133,7 @@ class Probe:
     """Counts one signature. ``install`` may raise (a TF internal that moved): the diagnosis says so."""
 
     patch = ""
+    watches_eager_ops = False  # counts through EagerExecutions: nothing without its wrapper
 
     def install(self, installer: Installer, executor: "EagerExecutions") -> None:
         raise NotImplementedError
@@ -141,47 +144,27 @@ class Probe:
 
 class EagerExecutions:
     """One wrapper of ``TFE_Py_FastPathExecute`` (every generated eager op goes through it) shared
-    by the probes that watch eager ops by name; it can count every eager op as well. The hot path
-    is one dict lookup (and, counting all ops, one ``next`` on an ``itertools.count``)."""
+    by the probes that watch eager ops by name. The hot path is one dict lookup."""
 
     def __init__(self) -> None:
         self.watchers: Dict[str, Callable[[tuple], None]] = {}
-        self.count_all = False
-        self._all = itertools.count()
-        self._counted = 0
         self._installed = False
 
     def watch(self, op: str, callback: Callable[[tuple], None]) -> None:
         self.watchers[op] = callback
 
-    def executed(self) -> int:
-        """Eager ops run since counting began (``count_all``)."""
-        value = next(self._all) - self._counted
-        self._counted += 1  # the read above took one
-        return value
-
     def install(self, installer: Installer) -> None:
-        if self._installed or not (self.watchers or self.count_all):
+        if self._installed or not self.watchers:
             return
         pywrap_tfe = tf_module("python.pywrap_tfe")
         original = pywrap_tfe.TFE_Py_FastPathExecute
-        watchers = self.watchers
-        get = watchers.get
-        every = self._all
+        get = self.watchers.get
 
-        if self.count_all:
-            def execute(*args):
-                next(every)
-                watcher = get(args[1])
-                if watcher is not None and installer.active:
-                    watcher(args)
-                return original(*args)
-        else:
-            def execute(*args):
-                watcher = get(args[1])
-                if watcher is not None and installer.active:
-                    watcher(args)
-                return original(*args)
+        def execute(*args):
+            watcher = get(args[1])
+            if watcher is not None and installer.active:
+                watcher(args)
+            return original(*args)
 
         installer.replace(pywrap_tfe, "TFE_Py_FastPathExecute", execute)
         self._installed = True
@@ -202,6 +185,7 @@ class FreshSeedKernels(Probe):
     eager kernel (the seed patch's note; with the patch on, the pair goes to a stateless twin)."""
 
     patch = "seed_kernel_cache"
+    watches_eager_ops = True
 
     def __init__(self) -> None:
         self._count = 0
@@ -236,6 +220,7 @@ class FreshPyFuncTokens(Probe):
     kept); the patch reuses pooled tokens."""
 
     patch = "eager_py_function"
+    watches_eager_ops = True
 
     def __init__(self) -> None:
         self._tokens: set = set()
@@ -285,19 +270,22 @@ class GraphGrowth(Probe):
 
 class KeptGenerators(Probe):
     """TF 57690: datasets made eagerly by ``from_generator``, gone, whose py-func callbacks (and
-    so the generator) are still alive."""
+    so the generator) the global graph still holds in its ``_py_funcs_used_in_graph`` list (read
+    from it: garbage not collected yet is not counted, nor are callbacks the patch took off that
+    list, whichever was installed first)."""
 
     patch = "from_generator_release"
 
     def __init__(self) -> None:
-        self._gone: List[List["weakref.ref[Any]"]] = []
-        self._kept = 0
+        # Per dataset gone: the graph that held its callbacks then, and the callbacks.
+        self._gone: List[Tuple["weakref.ref[Any]", List["weakref.ref[Any]"]]] = []
         self._lock = threading.Lock()
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         script_ops = tf_module("python.ops.script_ops")
         from_generator_op = tf_module("python.data.ops.from_generator_op")
         context = tf_module("python.eager.context")
+        ops = tf_module("python.framework.ops")
         registry = script_ops._py_funcs
         local = threading.local()
         insert = registry.insert
@@ -323,41 +311,62 @@ class KeptGenerators(Probe):
             finally:
                 local.noted = outer
             if noted:
-                weakref.finalize(dataset._variant_tensor, self._went, noted).atexit = False
+                # The outermost graph in eager mode: the one TF ties the callbacks to.
+                graph = weakref.ref(ops.get_default_graph())
+                weakref.finalize(dataset._variant_tensor, self._went, graph, noted).atexit = False
             return dataset
 
         _from_generator.__wrapped__ = original  # type: ignore[attr-defined]
         installer.replace(registry, "insert", noting_insert)
         installer.replace(from_generator_op, "_from_generator", _from_generator)
 
-    def _went(self, refs: List["weakref.ref[Any]"]) -> None:
+    def _went(self, graph: "weakref.ref[Any]", refs: List["weakref.ref[Any]"]) -> None:
         with self._lock:
-            self._gone.append(refs)
+            self._gone.append((graph, refs))
 
     def count(self) -> int:
         with self._lock:
-            # A dataset whose callbacks all died is done with; one still holding any is kept.
-            self._gone = [refs for refs in self._gone if any(ref() is not None for ref in refs)]
-            return len(self._gone)
+            held: Dict[int, set] = {}  # id(graph) -> ids of the callbacks it holds
+            kept = []
+            for graph_ref, refs in self._gone:
+                graph = graph_ref()
+                if graph is None:
+                    continue
+                ids = held.get(id(graph))
+                if ids is None:
+                    ids = held[id(graph)] = set(map(id, list(getattr(graph, "_py_funcs_used_in_graph", ()))))
+                if any(ref() is not None and id(ref()) in ids for ref in refs):
+                    kept.append((graph_ref, refs))
+            # A dataset whose callbacks the graph let go of is done with: it cannot be kept again.
+            self._gone = kept
+            return len(kept)
 
 
 class KeptCustomGradients(Probe):
-    """TF 97697: ``CustomGradient-<uid>`` entries in TF's gradient registry (read from it)."""
+    """TF 97697: ``CustomGradient-<uid>`` entries TF's gradient registry holds strongly (read from
+    it). The patch's entries hold their function weakly (its graph holds it): not counted, dead
+    or not collected yet."""
 
     patch = "custom_gradient_registry"
 
     def __init__(self) -> None:
         self._entries: Any = None
+        self._weak: Tuple[type, ...] = ()
         self._start = 0
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        from .patches.custom_gradient_registry import WeakEntry
+
+        self._weak = (WeakEntry,)
         self._entries = tf_module("python.framework.ops")._gradient_registry._registry
         self._start = self._read()
 
     def _read(self) -> int:
+        weak = self._weak
         for _ in range(3):  # another thread registering meanwhile: read again
             try:
-                return sum(1 for name in list(self._entries) if name.startswith("CustomGradient-"))
+                return sum(1 for name, entry in list(self._entries.items())
+                           if name.startswith("CustomGradient-") and not isinstance(entry, weak))
             except RuntimeError:
                 continue
         return 0
@@ -394,56 +403,85 @@ class KerasPipelines(Probe):
         return self._count
 
 
+def _on_cpu(device: Any) -> bool:
+    """Whether a device name (``/device:CPU:0``, ``/job:localhost/…/device:CPU:0``, ``/cpu:0``)
+    names the CPU; an empty one (placement left to TF: the GPU, on a GPU build) does not."""
+    if type(device) is not str:
+        return False
+    for part in device.upper().split("/"):
+        if part.startswith(("DEVICE:CPU", "CPU:")) or part == "CPU":
+            return True
+    return False
+
+
 class UnsafeFFTs(Probe):
-    """NVIDIA 76: FFT functions called (each builds or runs an FFT op) on the unsafe build,
-    through the same targets the FFT guard wraps."""
+    """NVIDIA 76: FFT ops built on the unsafe build and not pinned to the CPU (where cuFFT would
+    run them). The op types are the FFT guard's (``FAMILY``); the probe watches the ops, not the
+    functions, so every binding (``tf.signal.rfft``, ``tf.raw_ops.RFFT``, ``dct``, gradients) is
+    seen and the guard's own bindings are left alone. Eager ops: the device asked for when the op
+    runs; graph ops (a Session's, a tf.function's): the device the op was given. With the guard's
+    ``cpu`` mode on, whichever was installed first, both name the CPU; in ``error`` mode no op is
+    built."""
 
     patch = "rfft_guard"
+    watches_eager_ops = True
 
     def __init__(self) -> None:
         self._count = 0
 
-    def install(self, installer: Installer, executor: EagerExecutions) -> None:
-        from .patches.rfft_guard import _targets
+    def install(self, installer: Installer, executor: "EagerExecutions") -> None:
+        from .patches.rfft_guard import FAMILY
 
-        fft_ops = tf_module("python.ops.signal.fft_ops")
-        raw_ops = tf_module("python.ops.gen_spectral_ops")
-        seen = set()
-        for owner, attribute, _label in _targets(fft_ops, raw_ops):
-            original = getattr(owner, attribute)
-            if id(original) in seen:
-                continue
-            seen.add(id(original))
-            installer.replace(owner, attribute, self._counting(original, installer))
+        types = frozenset(name.upper() for name in FAMILY)
 
-    def _counting(self, original: Callable[..., Any], installer: Installer) -> Callable[..., Any]:
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            if installer.active:
+        def eager(args: tuple) -> None:
+            if not _on_cpu(getattr(args[0], "device_name", None)):
                 self._count += 1
-            return original(*args, **kwargs)
 
-        counted.__wrapped__ = original  # type: ignore[attr-defined]
-        return counted
+        for op in types:
+            executor.watch(op, eager)
+
+        graph_class = tf_module("python.framework.ops").Graph
+        original = graph_class._create_op_internal
+
+        def _create_op_internal(graph: Any, op_type: Any, *args: Any, **kwargs: Any) -> Any:
+            op = original(graph, op_type, *args, **kwargs)
+            if op_type in types and installer.active and not _on_cpu(getattr(op, "device", None)):
+                self._count += 1
+            return op
+
+        _create_op_internal.__wrapped__ = original  # type: ignore[attr-defined]
+        installer.replace(graph_class, "_create_op_internal", _create_op_internal)
 
     def count(self) -> int:
         return self._count
 
 
-class EagerOps(Probe):
-    """The py311 advisory's unit: eager ops run."""
+class EagerTensors(Probe):
+    """The py311 advisory's unit: eager tensors made (by ops or conversions alike), read from TF's
+    own unique-id counter, which every ``EagerTensor`` takes one from (graph tensors do too, a few
+    per traced op: the count is an upper bound). Nothing on the hot path."""
 
     patch = "py311_eager_op_leak"
 
     def __init__(self) -> None:
-        self._executor: Optional[EagerExecutions] = None
+        self._uid: Optional[Callable[[], int]] = None
+        self._start = 0
+        self._reads = 0
+        self._lock = threading.Lock()
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
-        executor.count_all = True
-        self._executor = executor
+        uid = tf_module("python.framework.ops").uid
+        self._start = uid()
+        self._uid = uid
 
     def count(self) -> int:
-        return self._executor.executed() if self._executor is not None else 0
+        if self._uid is None:
+            return 0
+        with self._lock:
+            self._reads += 1  # each read takes an id itself
+            return max(0, self._uid() - self._start - self._reads)
 
 
 PROBES: Tuple[type, ...] = (FreshSeedKernels, GraphGrowth, FreshPyFuncTokens, KeptGenerators,
-                            KeptCustomGradients, KerasPipelines, UnsafeFFTs, EagerOps)
+                            KeptCustomGradients, KerasPipelines, UnsafeFFTs, EagerTensors)
