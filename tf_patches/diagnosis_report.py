@@ -171,7 +171,8 @@ class DiagnosisReport:
         lines = []
         what = f"`{_joined(self.command)}`" if self.command else "this program"
         if self.processes == 0:
-            lines.append(f"tf-patches diagnose: {what}: " + "; ".join(self.notes))
+            status = "" if self.exit_status is None else f" (exit status {self.exit_status})"
+            lines.append(f"tf-patches diagnose: {what}{status}: " + "; ".join(self.notes))
             return "\n".join(lines)
         processes = "1 process" if self.processes == 1 else f"{self.processes} processes"
         lines.append(f"tf-patches diagnose: {what}, {processes} with TensorFlow {self.tf_version}, "
