@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from types import ModuleType
+from types import FunctionType, ModuleType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from .environment import Environment
@@ -206,10 +206,27 @@ class PatchContext:
 
 
 def _restore(owner: Any, attribute: str, raw: Any) -> None:
+    raw = unspent(raw)
     if raw is _MISSING:
         delattr(owner, attribute)
     else:
         setattr(owner, attribute, raw)
+
+
+restore = _restore
+
+
+def unspent(value: Any) -> Any:
+    """``value``, or, where it is a ``tf_patches.diagnose()`` probe removed while something wrapped
+    it (marked ``__tf_patches_spent__`` by :class:`tf_patches.signatures.Installer`), what the
+    probe had replaced (through any number of them): a patch applied inside a diagnosis restores
+    TF's own function on revert, not the spent probe."""
+    while type(value) is FunctionType:
+        spent = value.__dict__.get("__tf_patches_spent__")
+        if spent is None:
+            break
+        value = spent[0]
+    return value
 
 
 def _library_module(module_name: str, module: ModuleType) -> bool:

@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .context import tf_module
+from .context import _MISSING, restore, tf_module
 
 KIB = 1024
 
@@ -48,7 +48,8 @@ class Signature:
 
 SIGNATURES: Tuple[Signature, ...] = (
     Signature(
-        "seed_kernel_cache", "fresh stateful random kernels (eager random ops under a global seed, no op seed)",
+        "seed_kernel_cache", "fresh stateful random kernels (eager random ops under a global seed, no op seed; "
+                             "the most the kernel cache held at once)",
         # FINDINGS.md: 35,576 KiB per 1,000 calls on 2.21.0, 37,993 on 2.12.1.
         _by_minor({"2.12": 37_993 * KIB // 1000}, 35_576 * KIB // 1000), floor=256,
         fix="stock numbers through stateless twins, no kernel per draw"),
@@ -81,10 +82,10 @@ SIGNATURES: Tuple[Signature, ...] = (
         run_flags=("--rfft-guard", "cpu"), apply_kwargs='rfft_guard="cpu"'),
     Signature(
         "py311_eager_op_leak", "eager tensors made (each leaks a little on Python >= 3.11 with TF < 2.17)",
-        # The leak is per EagerTensor, whether an op made it or a conversion did: 16 B each on
-        # 2.12.1 in a fresh loop, 32 B once the heap is fragmented (tests/test_diagnosis.py measures
-        # both), so 24. The advisory's 9 MB per 100,000 tf.zeros([1]) (3 tensors each) on 2.12-2.15
-        # is 30 B; its 64 MB on 2.16 is 213 B.
+        # The leak is per EagerTensor, whether an op made it or a conversion did: one 24-byte block
+        # never freed (tracemalloc, 2.12.1), 16-34 B of RSS per tensor in a fresh loop on 2.12.1
+        # (tf.constant 16, tf.zeros([1]) 34: tests/test_diagnosis.py). The advisory's 64 MB per
+        # 100,000 tf.zeros([1]) on 2.16 (3 tensors each) is 213 B.
         _by_minor({"2.16": 213}, 24), floor=10_000,
         fix="an advisory, nothing to patch: upgrade to TensorFlow >= 2.17 or run on Python 3.10"),
 )
@@ -93,15 +94,16 @@ BY_PATCH: Dict[str, Signature] = {signature.patch: signature for signature in SI
 
 class Installer:
     """Replaces attributes for the probes and puts them back, only where they still hold the
-    probe (a patch applied meanwhile wraps the probe and keeps working: the probe passes through
-    once ``active`` is False)."""
+    probe. A patch applied meanwhile wraps the probe and keeps working: the probe passes through
+    once ``active`` is False, and is marked spent, so that whoever restores it later (the patch's
+    revert, another diagnosis) restores what the probe replaced instead (:func:`context.unspent`)."""
 
     def __init__(self) -> None:
         self.active = True
         self._undo: List[Tuple[Any, str, Any, Any]] = []
         self._callbacks: List[Callable[[], None]] = []
 
-    def replace(self, owner: Any, attribute: str, replacement: Any) -> Any:
+    def replace(self, owner: Any, attribute: str, replacement: Callable[..., Any]) -> Any:
         original = getattr(owner, attribute)
         raw = vars(owner).get(attribute, _MISSING) if hasattr(owner, "__dict__") else _MISSING
         setattr(owner, attribute, replacement)
@@ -115,18 +117,17 @@ class Installer:
         self.active = False
         for owner, attribute, raw, replacement in reversed(self._undo):
             if getattr(owner, attribute, None) is not replacement:
-                continue  # wrapped since by someone else: our replacement passes through
-            if raw is _MISSING:
-                delattr(owner, attribute)
-            else:
-                setattr(owner, attribute, raw)
+                # Wrapped since by someone else: it passes through, and goes when they restore it.
+                try:
+                    replacement.__tf_patches_spent__ = (raw,)
+                except AttributeError:
+                    pass
+                continue
+            restore(owner, attribute, raw)
         self._undo.clear()
         for callback in self._callbacks:
             callback()
         self._callbacks.clear()
-
-
-_MISSING = object()
 
 
 class Probe:
@@ -182,23 +183,28 @@ def attribute_after(args: tuple, name: str) -> Any:
 
 class FreshSeedKernels(Probe):
     """TF 36164: a fresh ``(seed, seed2)`` pair from ``get_seed`` reaching a stateful random op's
-    eager kernel (the seed patch's note; with the patch on, the pair goes to a stateless twin)."""
+    eager kernel (the seed patch's note; with the patch on, the pair goes to a stateless twin).
+    ``tf.random.set_seed`` (and ``clear_kernel_cache``) empties TF's kernel cache: the count is the
+    most fresh kernels the cache held at once, which is what RSS keeps (freed kernels' memory is
+    reused, not returned), so a loop that re-seeds before a few draws does not read as a leak."""
 
     patch = "seed_kernel_cache"
     watches_eager_ops = True
 
     def __init__(self) -> None:
-        self._count = 0
+        self._live = 0  # fresh kernels since the cache was last cleared
+        self._peak = 0
 
-    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+    def install(self, installer: Installer, executor: "EagerExecutions") -> None:
         from .patches import seed_kernel_cache as patch
 
         random_seed = tf_module("python.framework.random_seed")
         context = tf_module("python.eager.context")
+        pywrap_tfe = tf_module("python.pywrap_tfe")
         note = patch._Note()
         get_seed = patch.noting_get_seed(random_seed.get_seed, context, note, installer)
         get_seed.__wrapped__ = random_seed.get_seed  # type: ignore[attr-defined]
-        installer.replace(random_seed, "get_seed", get_seed)
+        clear_caches = pywrap_tfe.TFE_ContextClearCaches
 
         def stateful(args: tuple) -> None:
             pair = note.pair
@@ -206,13 +212,23 @@ class FreshSeedKernels(Probe):
                 return
             if attribute_after(args, "seed2") is pair[1] and attribute_after(args, "seed") is pair[0]:
                 note.pair = None
-                self._count += 1
+                live = self._live = self._live + 1
+                if live > self._peak:
+                    self._peak = live
 
+        def cleared(*args: Any) -> Any:
+            # What set_seed and clear_kernel_cache call (looked up at call time in both).
+            self._live = 0
+            return clear_caches(*args)
+
+        cleared.__wrapped__ = clear_caches  # type: ignore[attr-defined]
+        installer.replace(random_seed, "get_seed", get_seed)
+        installer.replace(pywrap_tfe, "TFE_ContextClearCaches", cleared)
         for op in patch.STATEFUL_OPS:
             executor.watch(op, stateful)
 
     def count(self) -> int:
-        return self._count
+        return self._peak
 
 
 class FreshPyFuncTokens(Probe):
