@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from _fresh import run, sized
 
-BLOCKS = sized(15, 2, 0)  # alternating pairs of timed blocks, per loop
-BLOCK = sized(300, 10)  # loop bodies per block
+BLOCKS = sized(41, 2, 0)  # alternating pairs of timed blocks, per loop
+BLOCK = sized(150, 10)  # loop bodies per block
 LOOPS = {
     "seed 000: random_contrast, global seed": "tf.image.random_contrast(img, 0.2, 0.5).numpy()",
     "uniform, explicit op seed (no leak)": "tf.random.uniform([], seed=7).numpy()",
