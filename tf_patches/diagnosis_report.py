@@ -223,11 +223,16 @@ class DiagnosisReport:
         if self.rss_samples:
             times, sizes = zip(*self.rss_samples)
             axes.plot(times, [size / MIB for size in sizes], color="tab:blue", label="RSS")
-        for leak in self.leaks:
+        # One colour and line style per leak, named in the legend: onsets that coincide stay legible.
+        styles = ("--", ":", "-.")
+        colours = ("tab:red", "tab:orange", "tab:purple", "tab:green", "tab:brown", "tab:pink")
+        for index, leak in enumerate(self.leaks):
             if leak.onset_s is not None:
-                axes.axvline(leak.onset_s, color="tab:red", linestyle="--", linewidth=1)
-                axes.annotate(f"{leak.patch} ({leak.count:,})", (leak.onset_s, 1), xycoords=("data", "axes fraction"),
-                              rotation=90, va="top", ha="right", fontsize=8, color="tab:red")
+                axes.axvline(leak.onset_s, color=colours[index % len(colours)],
+                             linestyle=styles[index % len(styles)], linewidth=1.5,
+                             label=f"{leak.patch}: {leak.count:,} from {leak.onset_s:.1f} s, "
+                                   f"explains {_mib(leak.explained_bytes)}")
+        axes.legend(loc="lower right", fontsize=8)
         axes.set_xlabel("seconds")
         axes.set_ylabel("RSS (MiB)")
         axes.set_title(f"tf-patches diagnose: {_joined(self.command) if self.command else 'this program'}", fontsize=9)
