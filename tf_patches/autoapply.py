@@ -15,7 +15,7 @@ import argparse
 import importlib.util
 import os
 import sys
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, Dict, List, Sequence, TypeVar, Union
 
 from . import allocator
 from ._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
@@ -25,6 +25,7 @@ from .registry import all_options
 
 HELP = "run a command with the patches applied in it and in every Python process it starts"
 EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_NOT_FOUND = 125, 126, 127
+T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -122,14 +123,21 @@ def _first_on_path(directory: str, path: str) -> str:
 
 
 def _exec(command: Sequence[str], env: Dict[str, str]) -> int:
-    if not command[0]:  # execvpe raises ValueError for it; as for `env ""`, nothing by that name
-        print("tf-patches run: command not found: '' (an empty command name)", file=sys.stderr)
+    # A successful exec does not return: what comes back is an exit status.
+    return start_or_status("tf-patches run", command, lambda: os.execvpe(command[0], list(command), env))
+
+
+def start_or_status(program: str, command: Sequence[str], start: Callable[[], T]) -> Union[T, int]:
+    """``start()`` (an exec, or a Popen for ``tf-patches diagnose``), or, where the command cannot
+    start, the exit status ``env`` and ``timeout`` give, after one line on stderr naming ``program``."""
+    if not command[0]:  # execvpe and Popen raise ValueError/PermissionError for it; as for `env ""`
+        print(f"{program}: command not found: '' (an empty command name)", file=sys.stderr)
         return EXIT_NOT_FOUND
     try:
-        os.execvpe(command[0], list(command), env)
+        return start()
     except FileNotFoundError:
-        print(f"tf-patches run: command not found: {command[0]}", file=sys.stderr)
+        print(f"{program}: command not found: {command[0]}", file=sys.stderr)
         return EXIT_NOT_FOUND
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or variable
-        print(f"tf-patches run: cannot run {command[0]}: {exc}", file=sys.stderr)
+        print(f"{program}: cannot run {command[0]}: {exc}", file=sys.stderr)
         return EXIT_CANNOT_RUN

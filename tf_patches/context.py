@@ -118,10 +118,9 @@ class PatchContext:
             raise AttributeError(f"{_describe(owner)} has no attribute {attribute!r}")
         key = (id(owner), attribute)
         if key not in self._saved:
-            # The raw value (a staticmethod stays one), or _MISSING where it is inherited.
-            raw = getattr(owner, "__dict__", {}).get(attribute, _MISSING)
+            raw = raw_attribute(owner, attribute)
             self._saved.add(key)
-            self._undo.append((f"{_describe(owner)}.{attribute}", lambda: _restore(owner, attribute, raw)))
+            self._undo.append((f"{_describe(owner)}.{attribute}", lambda: restore(owner, attribute, raw)))
         setattr(owner, attribute, replacement)
         _installed[id(replacement)] = (replacement, original)
         self.replaced.append(Replaced(owner, attribute, replacement, original, everywhere, api_only))
@@ -205,15 +204,19 @@ class PatchContext:
         return errors
 
 
-def _restore(owner: Any, attribute: str, raw: Any) -> None:
+def raw_attribute(owner: Any, attribute: str) -> Any:
+    """What ``owner`` itself holds under ``attribute`` (a staticmethod stays one), or ``_MISSING``
+    where it is inherited: what :func:`restore` puts back."""
+    return getattr(owner, "__dict__", {}).get(attribute, _MISSING)
+
+
+def restore(owner: Any, attribute: str, raw: Any) -> None:
+    """Put back a :func:`raw_attribute` value (deleting the attribute where it was inherited)."""
     raw = unspent(raw)
     if raw is _MISSING:
         delattr(owner, attribute)
     else:
         setattr(owner, attribute, raw)
-
-
-restore = _restore
 
 
 def unspent(value: Any) -> Any:

@@ -123,18 +123,9 @@ def _child_environment(args: argparse.Namespace, directory: str, interval: float
 
 def _start(command: Sequence[str], env: Dict[str, str]) -> Union[subprocess.Popen, int]:
     """The running command, or the exit status ``tf-patches run`` gives when it cannot start."""
-    if not command[0]:
-        print("tf-patches diagnose: command not found: '' (an empty command name)", file=sys.stderr)
-        return autoapply.EXIT_NOT_FOUND
-    try:
-        # Inherited fds and stdio as they are, as `tf-patches run`'s exec keeps them.
-        return subprocess.Popen(list(command), env=env, close_fds=False)
-    except FileNotFoundError:
-        print(f"tf-patches diagnose: command not found: {command[0]}", file=sys.stderr)
-        return autoapply.EXIT_NOT_FOUND
-    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or variable
-        print(f"tf-patches diagnose: cannot run {command[0]}: {exc}", file=sys.stderr)
-        return autoapply.EXIT_CANNOT_RUN
+    # Inherited fds and stdio as they are, as `tf-patches run`'s exec keeps them.
+    return autoapply.start_or_status("tf-patches diagnose", command,
+                                     lambda: subprocess.Popen(list(command), env=env, close_fds=False))
 
 
 class _Signals:
@@ -198,8 +189,7 @@ def _sample_tree(root: int, samples: List[Sample]) -> None:
     sizes = [size for size in map(diagnosis.rss_bytes, _tree(root)) if size]  # 0: a zombie
     if sizes:
         samples.append((round(time.time(), 3), sum(sizes)))
-    if len(samples) > diagnosis.MAX_SAMPLES:  # as each process does: keep the first and the last
-        samples[:] = samples[:-1:2] + samples[-1:]
+    diagnosis.thin(samples)  # as each process does
 
 
 def _tree(root: int) -> List[int]:

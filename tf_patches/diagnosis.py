@@ -47,6 +47,12 @@ def rss_bytes(pid: Optional[int] = None) -> Optional[int]:
         return None
 
 
+def thin(samples: List[Any]) -> None:
+    """Past :data:`MAX_SAMPLES`, drop every other sample in place, keeping the first and the last."""
+    if len(samples) > MAX_SAMPLES:
+        samples[:] = samples[:-1:2] + samples[-1:]
+
+
 def _interval(value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"interval must be a number of seconds, got {type(value).__name__}")
@@ -124,9 +130,7 @@ class Diagnosis:
                 return
             self._armed_at = time.time()
             self._base = [self._count(probe) for probe in self._probes]
-        self.sample()
-        self._thread = threading.Thread(target=self._run, name="tf-patches-diagnose", daemon=True)
-        self._thread.start()
+        self._start_sampling()
 
     def _arm_probes(self, module: Any) -> None:
         from . import engine, registry, signatures
@@ -168,6 +172,12 @@ class Diagnosis:
         self._installer = installer
 
     # -- sampling ---------------------------------------------------------------------------
+    def _start_sampling(self) -> None:
+        """The first sample now, then one every ``interval`` in a daemon thread."""
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="tf-patches-diagnose", daemon=True)
+        self._thread.start()
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self.sample()
@@ -193,8 +203,7 @@ class Diagnosis:
             for probe, count in zip(self._probes, counts):
                 if count > BY_PATCH[probe.patch].floor and probe.patch not in self._onsets:
                     self._onsets[probe.patch] = round(now, 3)
-            if len(self._samples) > MAX_SAMPLES:  # keep the first and the last
-                self._samples = self._samples[:-1:2] + self._samples[-1:]
+            thin(self._samples)
 
     def snapshot(self) -> Dict[str, Any]:
         """This process's diagnosis so far, as plain data (what a child writes for the command)."""
@@ -258,9 +267,7 @@ class Diagnosis:
         if self._armed_at is not None and not self._stopped:
             self._armed_at = time.time()
             self._base = [self._count(probe) for probe in self._probes]
-            self.sample()
-            self._thread = threading.Thread(target=self._run, name="tf-patches-diagnose", daemon=True)
-            self._thread.start()
+            self._start_sampling()
 
 
 def diagnose(interval: float = 0.5) -> Diagnosis:

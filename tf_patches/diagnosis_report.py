@@ -94,17 +94,13 @@ class DiagnosisReport:
             for name, onset in snap.get("onsets", {}).items():
                 onsets[name] = min(onsets.get(name, onset), onset)
             # Measured units first; what is left of the growth is fitted against the others.
-            unknown = []
-            for index, name in enumerate(names):
-                signature = BY_PATCH[name]
-                size = signature.unit_bytes(version)
-                if size is None:
-                    unknown.append(index)
-                else:
-                    explained[name] = explained.get(name, 0.0) + final[index] * size
-            fired_unknown = [i for i in unknown if final[i] > BY_PATCH[names[i]].floor]
+            sizes = [BY_PATCH[name].unit_bytes(version) for name in names]
+            for name, count, size in zip(names, final, sizes):
+                if size is not None:
+                    explained[name] = explained.get(name, 0.0) + count * size
+            fired_unknown = [i for i, size in enumerate(sizes) if size is None and final[i] > BY_PATCH[names[i]].floor]
             if fired_unknown:
-                for index, size in zip(fired_unknown, _fit(samples, names, version, fired_unknown)):
+                for index, size in zip(fired_unknown, _fit(samples, sizes, fired_unknown)):
                     explained[names[index]] = explained.get(names[index], 0.0) + final[index] * size
                     fitted[names[index]] = True
         for snap in snapshots:
@@ -269,15 +265,15 @@ def _leak(signature: Signature, count: int, span: float, explained: float, fitte
     )
 
 
-def _fit(samples: Sequence[list], names: Sequence[str], version: str, unknown: Sequence[int]) -> List[float]:
+def _fit(samples: Sequence[list], sizes: Sequence[Optional[int]], unknown: Sequence[int]) -> List[float]:
     """Bytes per unit of the ``unknown`` signatures: least squares of the RSS growth left after
-    the measured kinds, against their counts, over the samples; never negative."""
+    the measured kinds (``sizes``, None where not measured), against their counts, over the
+    samples; never negative."""
     rows, targets = [], []
     base = samples[0]
     for sample in samples:
         rest = sample[1] - base[1]
-        for index, name in enumerate(names):
-            size = BY_PATCH[name].unit_bytes(version)
+        for index, size in enumerate(sizes):
             if size is not None:
                 rest -= (sample[2][index] - base[2][index]) * size
         rows.append([sample[2][index] - base[2][index] for index in unknown])

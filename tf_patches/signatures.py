@@ -19,7 +19,7 @@ import weakref
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .context import _MISSING, restore, tf_module
+from .context import _MISSING, raw_attribute, restore, tf_module
 
 KIB = 1024
 
@@ -105,7 +105,7 @@ class Installer:
 
     def replace(self, owner: Any, attribute: str, replacement: Callable[..., Any]) -> Any:
         original = getattr(owner, attribute)
-        raw = vars(owner).get(attribute, _MISSING) if hasattr(owner, "__dict__") else _MISSING
+        raw = raw_attribute(owner, attribute)
         setattr(owner, attribute, replacement)
         self._undo.append((owner, attribute, raw, replacement))
         return original
