@@ -19,8 +19,8 @@ from typing import Any, Callable, List, Tuple
 import tensorflow as tf
 
 import tf_patches
-from tf_patches.context import PatchContext
-from tf_patches.frames import CodeClassifier
+from tf_patches.core.context import PatchContext
+from tf_patches.core.frames import CodeClassifier
 from tf_patches.patches import rfft_guard
 
 from _fresh import sized

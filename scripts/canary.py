@@ -27,7 +27,7 @@ import weakref
 from typing import Any, Callable, Dict, Optional, Tuple
 
 import tf_patches
-from tf_patches import registry
+from tf_patches.core import registry
 from tf_patches.patches import keras2_predict_loop, rfft_guard
 from tf_patches.testing import measure_growth, rss_bytes
 

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from tf_patches import allocator
+from tf_patches.autoapply import allocator
 
 from .fresh import ROOT, fresh_env
 
@@ -200,7 +200,8 @@ def test_malloc_without_the_library_fails_before_the_command_starts(tmp_path, na
     started = tmp_path / "started"
     code = textwrap.dedent(f"""
         import sys
-        from tf_patches import allocator, cli
+        from tf_patches import cli
+        from tf_patches.autoapply import allocator
         allocator.search_dirs = lambda: [{str(tmp_path)!r}]
         sys.exit(cli.main(["run", "--malloc", {name!r}, "--", sys.executable, "-c",
                            "open({str(started)!r}, 'w')"]))

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import tf_patches
-from tf_patches.context import tf_module
-from tf_patches.environment import detect
+from tf_patches.core.context import tf_module
+from tf_patches.core.environment import detect
 from tf_patches.patches import custom_gradient_registry as patch
 
 from .fresh import run_fresh

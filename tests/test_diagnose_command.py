@@ -18,8 +18,10 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from tf_patches import cli, diagnose_command, diagnosis
-from tf_patches._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from tf_patches import cli
+from tf_patches.diagnosis import command as diagnose_command
+from tf_patches.diagnosis import sampler as diagnosis
+from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 
 from .fresh import ROOT, fresh_env
 
@@ -72,7 +74,7 @@ PRINTS_ENVIRONMENT = """
     import json, os, sys
     print(json.dumps({"env": {k: v for k, v in os.environ.items() if k.startswith("TF_PATCHES_")},
                       "pythonpath": os.environ.get("PYTHONPATH", "").split(os.pathsep),
-                      "diagnosis_imported": "tf_patches.diagnosis" in sys.modules}))
+                      "diagnosis_imported": "tf_patches.diagnosis.sampler" in sys.modules}))
 """
 
 
@@ -244,7 +246,7 @@ def test_closed_stdout_keeps_the_exit_status():
 
 
 def test_a_failing_report_keeps_the_exit_status(monkeypatch, capsys):
-    from tf_patches.diagnosis_report import DiagnosisReport
+    from tf_patches.diagnosis.report import DiagnosisReport
 
     def broken(*args, **kwargs):
         raise RuntimeError("a bug")
@@ -276,14 +278,14 @@ def test_environment_of_the_command(tmp_path, options, expected):
 
 # -- the bootstrap -----------------------------------------------------------------------------
 def test_bootstrap_imports_nothing_more_without_the_variable():
-    code = "import sys; print('tf_patches.diagnosis' in sys.modules, 'tf_patches._bootstrap' in sys.modules)"
+    code = "import sys; print('tf_patches.diagnosis.sampler' in sys.modules, 'tf_patches.autoapply.bootstrap' in sys.modules)"
     proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
                           env=fresh_env({"PYTHONPATH": f"{BOOTSTRAP_DIRECTORY}{os.pathsep}{ROOT}"}))
     assert proc.stdout.split() == ["False", "True"], proc.stderr  # the bootstrap ran, the diagnosis did not
 
 
 def test_bootstrap_failure_is_one_line_and_start_up_goes_on(monkeypatch, capsys):
-    from tf_patches._bootstrap import sitecustomize
+    from tf_patches.autoapply.bootstrap import sitecustomize
 
     def broken() -> None:
         raise RuntimeError("no\ndiagnosis")

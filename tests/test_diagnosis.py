@@ -26,11 +26,11 @@ import numpy as np
 import pytest
 
 import tf_patches
-from tf_patches.context import tf_module
-from tf_patches.diagnosis import Diagnosis
-from tf_patches.gate import parse_version
+from tf_patches.core.context import tf_module
+from tf_patches.diagnosis.sampler import Diagnosis
+from tf_patches.core.gate import parse_version
 from tf_patches.patches import keras2_predict_loop, rfft_guard
-from tf_patches.signatures import BY_PATCH
+from tf_patches.diagnosis.signatures import BY_PATCH
 
 from .fresh import run_fresh
 
@@ -485,7 +485,7 @@ MEASURED_PROGRAMS = """
     import numpy as np
     import tensorflow as tf
     import tf_patches
-    from tf_patches.diagnosis import Diagnosis
+    from tf_patches.diagnosis.sampler import Diagnosis
 
     warnings.simplefilter("ignore")
     out = {{}}

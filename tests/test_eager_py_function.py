@@ -14,9 +14,9 @@ import pytest
 from packaging.version import Version
 
 import tf_patches
-from tf_patches.context import tf_module
-from tf_patches.environment import detect
-from tf_patches.gate import parse_version
+from tf_patches.core.context import tf_module
+from tf_patches.core.environment import detect
+from tf_patches.core.gate import parse_version
 from tf_patches.patches import eager_py_function as patch
 
 from .fresh import run_fresh

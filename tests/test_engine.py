@@ -16,10 +16,10 @@ import pytest
 from packaging.version import Version
 
 import tf_patches
-from tf_patches import registry
-from tf_patches.context import tf_module
-from tf_patches.errors import ConfigWarning, TfPatchesError
-from tf_patches.gate import Gate, parse_version
+from tf_patches.core import registry
+from tf_patches.core.context import tf_module
+from tf_patches.core.errors import ConfigWarning, TfPatchesError
+from tf_patches.core.gate import Gate, parse_version
 
 from .fresh import ROOT, run_fresh
 
@@ -276,7 +276,7 @@ def test_advisory_is_reported_and_warned_once_without_importing_tensorflow():
         print(json.dumps({
             "status": first.status, "reason": first.reason,
             "warnings": [str(w.message) for w in caught
-                         if issubclass(w.category, tf_patches.errors.AdvisoryWarning)],
+                         if issubclass(w.category, tf_patches.core.errors.AdvisoryWarning)],
             "tf_imported": "tensorflow" in sys.modules,
         }))
     """)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tf_patches
-from tf_patches.environment import detect
+from tf_patches.core.environment import detect
 from tf_patches.patches import from_generator_release as patch
 
 NAME = patch.NAME

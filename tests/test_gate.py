@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from packaging.version import Version
 
 import tf_patches
-from tf_patches import Environment, registry
-from tf_patches.gate import Gate, local_tag, parse_version
+from tf_patches import Environment
+from tf_patches.core import registry
+from tf_patches.core.gate import Gate, local_tag, parse_version
 
 
 def env(version, distribution="tensorflow", **extra):

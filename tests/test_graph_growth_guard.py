@@ -8,7 +8,7 @@ import warnings
 import pytest
 
 import tf_patches
-from tf_patches.context import tf_module
+from tf_patches.core.context import tf_module
 from tf_patches.patches.graph_growth_guard import (
     GROWING_RUNS,
     NAME,

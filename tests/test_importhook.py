@@ -1,4 +1,4 @@
-"""tf_patches.importhook: before- and after-import hooks on real imports of small generated modules."""
+"""tf_patches.core.importhook: before- and after-import hooks on real imports of small generated modules."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from tf_patches import importhook
+from tf_patches.core import importhook
 
 from .fresh import run_fresh
 
@@ -100,7 +100,7 @@ def test_unhooked_imports_go_their_usual_way():
     package with data files (found through its loader) imports as before."""
     result = run_fresh("""
         import json, sys
-        from tf_patches import importhook
+        from tf_patches.core import importhook
         importhook.after_import("json.tool", lambda m: None)
         import email.mime.text, json.tool
         finders = [type(f).__name__ for f in sys.meta_path]

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import tf_patches
-from tf_patches.gate import parse_version
-from tf_patches.isolation import (
+from tf_patches.core.gate import parse_version
+from tf_patches.isolation.local import (
     IsolatedCrash,
     IsolatedTimeout,
     IsolationWarning,
@@ -184,7 +184,7 @@ def test_fresh_graph_inside_a_nested_graph_warns_and_goes_on(tf):
 def test_importing_and_using_fresh_graph_without_tensorflow_imports_nothing():
     imported = run_fresh("""
         import json, sys
-        from tf_patches.isolation import fresh_graph
+        from tf_patches.isolation.local import fresh_graph
         import tf_patches.patches.graph_growth_guard
         with fresh_graph():
             pass

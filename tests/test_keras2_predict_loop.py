@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tf_patches
-from tf_patches.environment import detect
+from tf_patches.core.environment import detect
 from tf_patches.patches import keras2_predict_loop as patch
 
 from .fresh import run_fresh

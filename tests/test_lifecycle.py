@@ -19,9 +19,11 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 import tf_patches
-from tf_patches import context, engine, registry
-from tf_patches.context import Replaced, tf_module
-from tf_patches.options import resolve
+from tf_patches.core import context
+from tf_patches.core import engine
+from tf_patches.core import registry
+from tf_patches.core.context import Replaced, tf_module
+from tf_patches.core.options import resolve
 from tf_patches.patches import rfft_guard
 
 from .fresh import run_fresh
@@ -321,8 +323,9 @@ FIRST_CALL = """
 import json, sys, threading
 {import_first}
 import tf_patches
-from tf_patches import engine, registry
-from tf_patches.context import PatchContext
+from tf_patches.core import engine
+from tf_patches.core import registry
+from tf_patches.core.context import PatchContext
 
 kwargs = json.loads({kwargs!r})
 assert not registry._specs and not any(m.startswith("tf_patches.patches.") for m in sys.modules)

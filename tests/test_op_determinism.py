@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import tf_patches
-from tf_patches.context import PatchContext, tf_module
-from tf_patches.environment import Environment
+from tf_patches.core.context import PatchContext, tf_module
+from tf_patches.core.environment import Environment
 from tf_patches.patches import op_determinism
 
 from .fresh import run_fresh
@@ -41,7 +41,7 @@ TRAIN = """
             __import__(step)
     import numpy as np
     import tensorflow as tf
-    from tf_patches.context import tf_module
+    from tf_patches.core.context import tf_module
     x = np.random.default_rng(0).random((256, 8, 8, 1), dtype=np.float32)
     y = (x.mean(axis=(1, 2, 3)) > 0.5).astype(np.float32)
     data = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(256).batch(32)

@@ -20,12 +20,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tf_patches
-from tf_patches import autoapply, demo, options, registry
+from tf_patches import demo
+from tf_patches.autoapply import run as autoapply
+from tf_patches.core import options
+from tf_patches.core import registry
 from tf_patches.cli import main
-from tf_patches.environment import MAX_JSON_BYTES, Environment
-from tf_patches.errors import ConfigWarning
-from tf_patches.patches.op_determinism import MAX_SEED
-from tf_patches.reporting import Report, Row
+from tf_patches.core.environment import MAX_JSON_BYTES, Environment
+from tf_patches.core.errors import ConfigWarning
+from tf_patches.core.seeds import MAX_SEED
+from tf_patches.core.reporting import Report, Row
 
 from .fresh import ROOT, fresh_env, run_fresh
 

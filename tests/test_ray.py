@@ -20,9 +20,9 @@ import ray  # not importorskip: CI must run these (scripts/dev.sh installs ray i
 
 import tf_patches
 import tf_patches.ray as tp_ray
-from tf_patches.isolation import IsolatedCrash, IsolatedTimeout, RemoteTraceback
-from tf_patches.options import resolve
-from tf_patches.registry import all_options
+from tf_patches.isolation.local import IsolatedCrash, IsolatedTimeout, RemoteTraceback
+from tf_patches.core.options import resolve
+from tf_patches.core.registry import all_options
 from tf_patches.testing import rss_bytes
 
 from .fresh import run_fresh

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 import tf_patches
-from tf_patches.context import tf_module
-from tf_patches.errors import TfPatchesWarning
+from tf_patches.core.context import tf_module
+from tf_patches.core.errors import TfPatchesWarning
 from tf_patches.patches.rfft_guard import REPORTED_MACHINE, UnsafeFFTError
 
 from .fresh import run_fresh

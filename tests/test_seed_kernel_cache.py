@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import tf_patches
-from tf_patches.context import tf_module
+from tf_patches.core.context import tf_module
 from tf_patches.patches import seed_kernel_cache
 
 from .fresh import run_fresh

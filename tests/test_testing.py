@@ -183,7 +183,7 @@ def test_bits_not_values_are_compared():
 def test_importing_testing_and_the_plugin_imports_neither_tensorflow_nor_numpy():
     loaded = run_fresh("""
         import json, sys
-        import tf_patches.testing, tf_patches.pytest_plugin
+        import tf_patches.testing, tf_patches.testing.pytest_plugin
         print(json.dumps([name for name in ("tensorflow", "numpy") if name in sys.modules]))
     """)
     assert loaded == []
@@ -217,7 +217,7 @@ def test_the_plugin_markers_pass_clean_tests_and_fail_planted_problems(pytester,
     pytester.makepyfile(test_cases=PLUGIN_CASES)
     # Installed (CI: pip install -e), the pytest11 entry point loads the plugin; from a checkout, -p does.
     loaded = request.config.pluginmanager.has_plugin("tf_patches")
-    result = pytester.runpytest(*([] if loaded else ["-p", "tf_patches.pytest_plugin"]), "--strict-markers")
+    result = pytester.runpytest(*([] if loaded else ["-p", "tf_patches.testing.pytest_plugin"]), "--strict-markers")
     result.assert_outcomes(passed=2, failed=2)
     result.stdout.fnmatch_lines([
         "*test_leaky leaks: 6*bytes per call*bound 1,024 bytes per call*",
@@ -232,4 +232,4 @@ def test_the_plugin_is_registered_as_a_pytest11_entry_point():
     except importlib.metadata.PackageNotFoundError:
         pytest.skip("tf-patches is not installed (pip install -e .): entry points exist only when installed")
     plugins = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="pytest11")}
-    assert plugins.get("tf_patches") == "tf_patches.pytest_plugin"
+    assert plugins.get("tf_patches") == "tf_patches.testing.pytest_plugin"

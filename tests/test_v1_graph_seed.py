@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 import tf_patches
-from tf_patches.context import tf_module
-from tf_patches.environment import detect
+from tf_patches.core.context import tf_module
+from tf_patches.core.environment import detect
 from tf_patches.patches import v1_graph_seed as patch
 
 from .fresh import run_fresh

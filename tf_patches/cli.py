@@ -14,8 +14,8 @@ from ._version import __version__
 
 
 def _report(args: argparse.Namespace) -> int:
-    from .engine import apply_all
-    from .environment import Environment
+    from .core.engine import apply_all
+    from .core.environment import Environment
 
     env = None
     if args.assume:
@@ -31,8 +31,8 @@ def _report(args: argparse.Namespace) -> int:
             import tensorflow  # noqa: F401
         except ImportError:
             pass
-    from .allocator import describe_loaded
-    from .engine import report
+    from .autoapply.allocator import describe_loaded
+    from .core.engine import report
 
     result = report()
     if args.json:
@@ -43,8 +43,8 @@ def _report(args: argparse.Namespace) -> int:
 
 
 # Sub-command name -> module (kept out of this file so each feature stays in its own module).
-COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply", "demo": "tf_patches.demo",
-                            "diagnose": "tf_patches.diagnose_command"}
+COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply.run", "demo": "tf_patches.demo",
+                            "diagnose": "tf_patches.diagnosis.command"}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, TextIO
 
-from .testing import Growth, Reproduction, check_reproducible, _child_environment, measure_growth
+from .testing import Growth, Reproduction, check_reproducible, child_environment, measure_growth
 
 HELP = "measure, on this machine, the TF 36164 leak and a reproducibility trap, before and after tf-patches"
 SEED = 1234  # the global seed of the leak loop (any seed leaks)
@@ -124,7 +124,7 @@ def _leak(patched: bool, sizes: Sizes, display: "_Display", title: str) -> Dict[
     code = (f"from tf_patches.demo import leak_child; "
             f"leak_child({patched}, {sizes.calls}, {sizes.warmup}, {sizes.samples})")
     display.step(title, sizes.warmup + sizes.calls, "calls")
-    proc = subprocess.Popen([sys.executable, "-c", code], env=_child_environment(), text=True,
+    proc = subprocess.Popen([sys.executable, "-c", code], env=child_environment(), text=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # one pipe: no deadlock on TF's log
     tail: List[str] = []
     assert proc.stdout is not None

@@ -1,43 +1,4 @@
-"""Exception and warning classes, so users can catch or filter what tf-patches says."""
+"""Moved to :mod:`tf_patches.core.errors` in 0.3; this path imports (with a DeprecationWarning) until 0.4."""
+from ._moved import alias
 
-import logging
-import reprlib
-
-logger = logging.getLogger("tf_patches")
-
-
-class TfPatchesWarning(UserWarning):
-    """Base class of every warning tf-patches emits (filter it with ``warnings.filterwarnings``)."""
-
-
-class ConfigWarning(TfPatchesWarning):
-    """A ``TF_PATCHES_*`` environment variable or assume-file was invalid and was ignored."""
-
-
-class AdvisoryWarning(TfPatchesWarning):
-    """A known problem of this TensorFlow/Python combination that no patch fixes: the remedy."""
-
-
-class TfPatchesError(RuntimeError):
-    """Raised in strict mode when a patch fails or a requested patch cannot apply."""
-
-
-class _Brief(reprlib.Repr):
-    def __init__(self) -> None:
-        super().__init__()
-        self.maxstring = self.maxother = 80
-        self.maxlevel = 3
-
-    def repr_int(self, x: int, level: int) -> str:
-        if x.bit_length() > 256:  # repr() itself raises past 4,300 digits (Python ≥ 3.11)
-            return f"<an integer of {x.bit_length():,} bits>"
-        return super().repr_int(x, level)
-
-
-_brief = _Brief()
-
-
-def brief(value: object) -> str:
-    """A bounded ``repr`` for messages: a value read from a file or a variable can be of any size
-    or depth, and a message quoting it must neither raise nor run to megabytes."""
-    return _brief.repr(value)
+alias(__name__, "tf_patches.core.errors")

@@ -28,8 +28,8 @@ import threading
 import weakref
 from typing import Any, Optional
 
-from ..context import PatchContext, tf_module
-from ..gate import Gate
+from ..core.context import PatchContext, tf_module
+from ..core.gate import Gate
 
 NAME = "custom_gradient_registry"
 TITLE = "tf.custom_gradient registrations freed with their graph: no FuncGraph leak per trace"

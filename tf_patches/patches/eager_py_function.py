@@ -24,8 +24,8 @@ import functools
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
-from ..context import PatchContext, tf_module
-from ..gate import Gate
+from ..core.context import PatchContext, tf_module
+from ..core.gate import Gate
 from ._py_funcs import release_from_graph
 
 NAME = "eager_py_function"

@@ -26,8 +26,8 @@ import threading
 import weakref
 from typing import Any, List, Optional
 
-from ..context import PatchContext, tf_module
-from ..gate import Gate
+from ..core.context import PatchContext, tf_module
+from ..core.gate import Gate
 from ._py_funcs import release_from_graph
 
 NAME = "from_generator_release"

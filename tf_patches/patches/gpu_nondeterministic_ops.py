@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from ..environment import Environment
-from ..gate import Gate
+from ..core.environment import Environment
+from ..core.gate import Gate
 from .op_determinism import known_gpu_gaps
 
 NAME = "gpu_nondeterministic_ops"

@@ -33,12 +33,12 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from ..context import PatchContext, tf_module
-from ..environment import Environment
-from ..errors import TfPatchesWarning
-from ..gate import Gate
-from ..options import Option, choice
-from ..frames import LIBRARY_PACKAGES, package_dirs
+from ..core.context import PatchContext, tf_module
+from ..core.environment import Environment
+from ..core.errors import TfPatchesWarning
+from ..core.gate import Gate
+from ..core.options import Option, choice
+from ..core.frames import LIBRARY_PACKAGES, package_dirs
 
 NAME = "graph_growth_guard"
 TITLE = "Session.run loops that add ops to the graph: warn, or finalize the graph"

@@ -30,9 +30,9 @@ import numbers
 from types import ModuleType
 from typing import Any, Mapping, Optional, Tuple
 
-from ..context import PatchContext
-from ..environment import Environment, installed_distribution
-from ..gate import Gate, parse_version
+from ..core.context import PatchContext
+from ..core.environment import Environment, installed_distribution
+from ..core.gate import Gate, parse_version
 
 NAME = "keras2_predict_loop"
 TITLE = "Keras 2 predict() in a loop: one in-memory batch without the leaking tf.data pipeline"

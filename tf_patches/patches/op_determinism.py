@@ -29,18 +29,18 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from ..context import PatchContext, tf_module
-from ..environment import Environment
-from ..errors import logger
-from ..gate import Gate, parse_version
-from ..options import Option, flag, whole_number
+from ..core.context import PatchContext, tf_module
+from ..core.environment import Environment
+from ..core.errors import logger
+from ..core.gate import Gate, parse_version
+from ..core.seeds import MAX_SEED
+from ..core.options import Option, flag, whole_number
 
 NAME = "op_determinism"
 TITLE = "Repeatable runs: seeds, and the determinism switch each TensorFlow version reads"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/18096"
 GATE = Gate(versions=">=1.14")  # TF_CUDNN_DETERMINISTIC, the first switch, came with 1.14
 DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
-MAX_SEED = 2**32 - 1  # NumPy's global generator takes no larger seed
 OPTIONS = (
     Option("deterministic", "TF_PATCHES_DETERMINISTIC", flag, False,
            "1: repeatable runs: seed everything and turn on the determinism switch this TF "
@@ -258,7 +258,7 @@ def _torch_state() -> str:
 def _on_import(ctx: PatchContext, module_name: str, apply: Callable[[Any], None]) -> None:
     """Run ``apply(module)`` once ``module_name`` is imported, from a post-import hook that never
     lets an exception reach the importer; revert cancels it."""
-    from .. import importhook
+    from ..core import importhook
 
     armed = True
 

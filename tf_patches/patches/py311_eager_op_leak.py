@@ -7,8 +7,8 @@ anything a Python patch can reach, so this entry patches nothing: it tells the u
 
 from __future__ import annotations
 
-from ..environment import Environment
-from ..gate import Gate
+from ..core.environment import Environment
+from ..core.gate import Gate
 
 NAME = "py311_eager_op_leak"
 TITLE = "Advisory: every eager op leaks a little on Python ≥ 3.11 with TensorFlow < 2.17"

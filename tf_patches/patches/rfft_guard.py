@@ -28,12 +28,12 @@ import sys
 import warnings
 from typing import Any, Callable, Iterator, Optional, Set, Tuple
 
-from ..context import PatchContext, tf_module
-from ..environment import Environment
-from ..errors import TfPatchesError, TfPatchesWarning
-from ..frames import CodeClassifier, package_dirs
-from ..gate import Gate
-from ..options import Option, choice
+from ..core.context import PatchContext, tf_module
+from ..core.environment import Environment
+from ..core.errors import TfPatchesError, TfPatchesWarning
+from ..core.frames import CodeClassifier, package_dirs
+from ..core.gate import Gate
+from ..core.options import Option, choice
 
 NAME = "rfft_guard"
 TITLE = "FFT guard for nvidia-tensorflow 1.15.5: warn, refuse, or run FFT ops on the CPU"

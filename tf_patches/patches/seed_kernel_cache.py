@@ -28,9 +28,9 @@ import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from ..context import PatchContext, tf_module
-from ..frames import CodeClassifier, package_dirs
-from ..gate import Gate
+from ..core.context import PatchContext, tf_module
+from ..core.frames import CodeClassifier, package_dirs
+from ..core.gate import Gate
 
 NAME = "seed_kernel_cache"
 TITLE = "Stock numbers without the kernel-cache leak of eager random ops under a global seed"

@@ -16,8 +16,8 @@ mode; like the workaround, a seeded switch creates the default graph.
 
 from __future__ import annotations
 
-from ..context import PatchContext, tf_module
-from ..gate import Gate
+from ..core.context import PatchContext, tf_module
+from ..core.gate import Gate
 
 NAME = "v1_graph_seed"
 TITLE = "Eager global seed carried into the graph by disable_eager_execution"

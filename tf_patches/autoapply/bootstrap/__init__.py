@@ -48,7 +48,7 @@ def activate_from_environment() -> None:
     elif value in _FALSE:
         enabled = False
     else:  # the one full check every option has, for its ConfigWarning (options is not cheap)
-        from ..options import Option, flag, from_environment
+        from ...core.options import Option, flag, from_environment
 
         enabled = from_environment(Option("auto", AUTO_VARIABLE, flag, False, "1: apply at every start"))
     if enabled and DIRECTORY not in sys.path:
@@ -58,7 +58,7 @@ def activate_from_environment() -> None:
 def defer(apply: Callable[[], None]) -> None:
     """Run ``apply()`` once: when a trigger starts importing, or from :func:`run_deferred`."""
     global _deferred
-    from .. import importhook
+    from ...core import importhook
 
     triggers = TRIGGERS
     if os.environ.get(DETERMINISTIC_VARIABLE, "").strip().lower() in _TRUE:
@@ -66,6 +66,15 @@ def defer(apply: Callable[[], None]) -> None:
     with _lock:
         _deferred = apply
     importhook.before_import(triggers, run_deferred)
+
+
+def arm() -> None:
+    """Apply tf-patches at ``import tensorflow`` (or now, if it is imported already), options from
+    the ``TF_PATCHES_*`` variables: what this bootstrap does at start-up, for hosts that start
+    processes their own way (Ray's worker set-up hook)."""
+    from .sitecustomize import apply_from_environment
+
+    defer(apply_from_environment)
 
 
 def run_deferred() -> None:

@@ -6,7 +6,7 @@
         train()
     print(d.report())
 
-A :class:`Diagnosis` arms the probes of :mod:`tf_patches.signatures` when TensorFlow is imported
+A :class:`Diagnosis` arms the probes of :mod:`tf_patches.diagnosis.signatures` when TensorFlow is imported
 (at once if it is), samples the process's RSS and the counts every ``interval`` seconds in a
 daemon thread, and removes the probes when stopped. ``tf-patches diagnose -- COMMAND`` arms one
 in every Python process of the command's tree through the bootstrap
@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from . import importhook
+from ..core import importhook
 
 DIRECTORY_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"  # where each process writes <pid>.json
 INTERVAL_VARIABLE = "TF_PATCHES_DIAGNOSE_INTERVAL"
@@ -133,8 +133,10 @@ class Diagnosis:
         self._start_sampling()
 
     def _arm_probes(self, module: Any) -> None:
-        from . import engine, registry, signatures
-        from .environment import complete
+        from ..core import engine
+        from ..core import registry
+        from . import signatures
+        from ..core.environment import complete
 
         env = engine._assumed_or_detected()
         if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it
@@ -232,15 +234,15 @@ class Diagnosis:
         if self._armed_at is None:
             return []
         try:
-            from . import engine
+            from ..core import engine
 
             return [row.name for row in engine._report().rows if row.status == "applied"]
         except Exception:
             return []
 
     def report(self) -> Any:
-        """A :class:`tf_patches.diagnosis_report.DiagnosisReport` of what was seen so far."""
-        from .diagnosis_report import DiagnosisReport
+        """A :class:`tf_patches.diagnosis.report.DiagnosisReport` of what was seen so far."""
+        from .report import DiagnosisReport
 
         if not self._stopped:
             self.sample()

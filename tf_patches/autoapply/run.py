@@ -18,10 +18,10 @@ import sys
 from typing import Callable, Dict, List, Sequence, TypeVar, Union
 
 from . import allocator
-from ._bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
-from ._bootstrap import sitecustomize as bootstrap
-from .options import Option, flag, unset
-from .registry import all_options
+from .bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from .bootstrap import sitecustomize as bootstrap
+from ..core.options import Option, flag, unset
+from ..core.registry import all_options
 
 HELP = "run a command with the patches applied in it and in every Python process it starts"
 EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_NOT_FOUND = 125, 126, 127

@@ -1,5 +1,5 @@
 """One run of :func:`tf_patches.testing.check_reproducible`, in its own fresh interpreter:
-``python -m tf_patches._reproduce SPEC_JSON OUT.npz``.
+``python -m tf_patches.testing.reproduce SPEC_JSON OUT.npz``.
 
 Applies the patches before anything else can import TensorFlow (the determinism switches are
 read once, at TF's first op), runs the target, and writes every array it produced, by name and
@@ -17,14 +17,14 @@ import types
 import zipfile
 from typing import Any, Dict, Iterator, List, Tuple
 
-import tf_patches
+from ..core.engine import apply_all, report
 
 Named = Iterator[Tuple[str, Any]]
 
 
 def main(argv: List[str]) -> int:
     spec, out = json.loads(argv[1]), argv[2]
-    tf_patches.apply_all(**spec["apply"])
+    apply_all(**spec["apply"])
     if spec["kind"] == "function":
         target: Any = importlib.import_module(spec["module"])
         for part in spec["qualname"].split("."):
@@ -40,7 +40,7 @@ def main(argv: List[str]) -> int:
     if not arrays:
         raise SystemExit(f"{spec['label']} produced nothing to compare: return arrays, tensors or a model, "
                          "or name the files a script writes in outputs")
-    row = tf_patches.report()["op_determinism"]
+    row = report()["op_determinism"]
     if spec["apply"]["deterministic"] and row.status == "failed":  # the runs would prove nothing
         raise RuntimeError(f"tf-patches could not make this run deterministic: {row.reason}")
     _save(out, arrays)

@@ -25,7 +25,7 @@ import warnings
 from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
 
-from .errors import TfPatchesWarning
+from ..core.errors import TfPatchesWarning
 
 T = TypeVar("T")
 
@@ -82,7 +82,7 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: Optional[float] = No
     As with every ``spawn`` start, the child imports the main script again (as ``__mp_main__``):
     a script calling this must keep its work under ``if __name__ == "__main__":``.
     """
-    from .engine import settings  # here: importing this module stays as cheap as tf_patches
+    from ..core.engine import settings  # here: importing this module stays as cheap as tf_patches
 
     child = _Child(fn, args, kwargs, settings(), "run_isolated", _name(fn), timeout)
     try:
@@ -108,7 +108,7 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
     index, as does a note), or :class:`IsolatedCrash`/:class:`IsolatedTimeout` naming
     ``fn(items[i])``. ``tf_patches.ray.map_isolated`` is the same on a Ray cluster.
     """
-    from .engine import settings
+    from ..core.engine import settings
 
     limit = _in_flight_limit(max_in_flight, os.cpu_count() or 1)
     current = settings()
@@ -238,7 +238,7 @@ def _child(sender: Any, payload: bytes, settings: Optional[Dict[str, Any]]) -> N
     """The child's side: apply this tf-patches setup, call ``fn``, send back what came of it."""
     try:
         if settings is not None:
-            from .engine import apply_all
+            from ..core.engine import apply_all
 
             apply_all(**settings)
         fn, args, kwargs = pickle.loads(payload)

@@ -261,7 +261,7 @@ def check_reproducible(target: Target, runs: int = 2, *, seed: int = 0,
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
-    from .patches.op_determinism import MAX_SEED
+    from ..core.seeds import MAX_SEED
 
     if _count("seed", seed, minimum=0) > MAX_SEED:
         raise ValueError(f"seed must be <= {MAX_SEED} (NumPy's range), got {seed}")
@@ -327,7 +327,7 @@ def _target_spec(target: Any, outputs: Sequence[str], args: Sequence[str]) -> Di
     return {**spec, "outputs": outputs, "args": args}
 
 
-def _child_environment() -> Dict[str, str]:
+def child_environment() -> Dict[str, str]:
     """The environment for a fresh interpreter that must import what this one imports: this
     process's ``sys.path`` on ``PYTHONPATH`` (pytest adds test folders there), ``TF_PATCHES_*``
     variables removed so that only explicit settings decide."""
@@ -338,9 +338,9 @@ def _child_environment() -> Dict[str, str]:
 
 
 def _run_child(spec: Dict[str, Any], out: str, run: int, timeout: float) -> None:
-    command = [sys.executable, "-m", "tf_patches._reproduce", json.dumps(spec), out]
+    command = [sys.executable, "-m", "tf_patches.testing.reproduce", json.dumps(spec), out]
     try:
-        proc = subprocess.run(command, env=_child_environment(), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(command, env=child_environment(), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"run {run} of {spec['label']} did not finish in {timeout:g} s") from None
     if proc.returncode != 0:

@@ -14,7 +14,7 @@ import sys
 # `tf-patches run` sets this to its own PID when its interpreter's start-up has already reported a
 # failing sitecustomize: a Python command it execs keeps that PID, and one process says it once.
 REPORTED_VARIABLE = "TF_PATCHES_SITECUSTOMIZE_REPORTED"
-# Set by `tf-patches diagnose` (tf_patches.diagnosis.DIRECTORY_VARIABLE, not imported: start-up cost).
+# Set by `tf-patches diagnose` (tf_patches.diagnosis.sampler.DIRECTORY_VARIABLE, not imported: start-up cost).
 DIAGNOSE_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"
 hidden_failed = False  # read by `tf-patches run` when this bootstrap started its own interpreter
 
@@ -52,16 +52,16 @@ def _hidden_failed(exc: BaseException) -> None:
         _warn("error in your sitecustomize (run by tf-patches' bootstrap)", exc)
 
 
-def _apply() -> None:
+def apply_from_environment() -> None:
     """The deferred work, at `import tensorflow` (or at the first report())."""
     try:
-        import tf_patches
-        from tf_patches.errors import TfPatchesError
+        from tf_patches.core.engine import apply_all
+        from tf_patches.core.errors import TfPatchesError
     except Exception as exc:
         _warn("patches not applied, the program runs unpatched", exc)
         return
     try:
-        tf_patches.apply_all()
+        apply_all()
     except TfPatchesError:
         raise  # strict mode: the user asked for `import tensorflow` to fail
     except Exception as exc:
@@ -70,9 +70,9 @@ def _apply() -> None:
 
 def _arm() -> None:
     try:
-        from tf_patches import _bootstrap
+        from tf_patches.autoapply import bootstrap
 
-        _bootstrap.defer(_apply)
+        bootstrap.arm()
     except Exception as exc:
         _warn("patches not armed at start-up, the program runs unpatched", exc)
 
@@ -80,14 +80,14 @@ def _arm() -> None:
 def _arm_diagnosis() -> None:
     """Under `tf-patches diagnose`: count the leak signatures in this process once it imports TF."""
     try:
-        from tf_patches import diagnosis
+        from tf_patches.diagnosis import sampler as diagnosis
 
         diagnosis.arm_from_environment()
     except Exception as exc:
         _warn("diagnosis not armed, this process is not counted", exc)
 
 
-if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches._bootstrap.sitecustomize
+if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches.autoapply.bootstrap.sitecustomize
     _run_hidden_sitecustomize()
     _arm()
     if os.environ.get(DIAGNOSE_VARIABLE):  # else nothing imported: start-up stays cheap

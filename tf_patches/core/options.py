@@ -1,0 +1,184 @@
+"""Options: keyword arguments of ``apply_all`` with a ``TF_PATCHES_*`` environment variable each,
+and a ``tf-patches run`` flag each.
+
+One converter per option validates all three. Keywords win over variables, variables over
+defaults; blank text (``""``) means unset wherever it comes from. A bad keyword raises (the caller
+can fix their code); a bad variable warns once and is ignored (a typo in a job's environment must
+not stop the job); a bad flag stops ``tf-patches run`` before the command starts.
+"""
+
+from __future__ import annotations
+
+import numbers
+import operator
+import os
+import sys
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Set, Tuple
+
+from .errors import ConfigWarning, brief, logger
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+_PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+NONE = "none"  # as a patch-name list: no patch (TF_PATCHES_ONLY=none turns tf-patches off)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting. ``convert`` turns a keyword value, a variable's text or a flag's text into the
+    value, or raises ``ValueError``/``TypeError`` whose message names the valid values; it never
+    sees blank text, which means unset."""
+
+    name: str
+    env_var: str
+    convert: Callable[[Any], Any]
+    default: Any
+    help: str
+
+
+def unset(value: Any) -> bool:
+    """None or blank text: an empty variable (``VAR=``) is an unset one, as shells and Docker mean it."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def flag(value: Any) -> bool:
+    """True/False, or the text of a variable: 1/true/yes/on, 0/false/no/off (any case)."""
+    if isinstance(value, bool):
+        return value
+    expected = f"expected a boolean: True/False or one of {'/'.join(_TRUE)}, {'/'.join(_FALSE)}"
+    if not isinstance(value, str):
+        raise TypeError(f"{expected}, got {brief(value)}")
+    if value.strip().lower() not in _TRUE + _FALSE:
+        raise ValueError(f"{expected}, got {brief(value)}")
+    return value.strip().lower() in _TRUE
+
+
+def choice(*values: str) -> Callable[[Any], str]:
+    def convert(value: Any) -> str:
+        expected = f"expected one of {', '.join(values)}"
+        if not isinstance(value, str):
+            raise TypeError(f"{expected}, got {brief(value)}")
+        if value.strip().lower() not in values:
+            raise ValueError(f"{expected}, got {brief(value)}")
+        return value.strip().lower()
+
+    return convert
+
+
+def whole_number(maximum: int) -> Callable[[Any], int]:
+    """0 to ``maximum``: an ``int`` (NumPy's integers too; not ``bool``) or ASCII decimal digits
+    (leading zeros allowed; no sign, ``0x``, ``_`` or other scripts' digits, which ``int()`` takes)."""
+
+    def convert(value: Any) -> int:
+        expected = f"expected a whole number from 0 to {maximum}"
+        if isinstance(value, str):
+            text = value.strip()
+            if not (text.isascii() and text.isdigit()):
+                raise ValueError(f"{expected} in decimal digits, got {brief(value)}")
+            digits = text.lstrip("0") or "0"
+            # Compare lengths first: int() refuses more than 4,300 digits.
+            number = int(digits) if len(digits) <= len(str(maximum)) else maximum + 1
+        elif isinstance(value, numbers.Integral) and not isinstance(value, bool):
+            number = operator.index(value)  # NumPy's bool_ is no Integral (older NumPy indexes it)
+        else:
+            raise TypeError(f"{expected}, got {brief(value)}")
+        if not 0 <= number <= maximum:
+            raise ValueError(f"{expected}, got {brief(value)}")
+        return number
+
+    return convert
+
+
+def names(valid: Sequence[str]) -> Callable[[Any], Tuple[str, ...]]:
+    """Patch names: comma-separated text or an iterable of strings; ``"none"`` (or ``[]``) names none."""
+
+    def convert(value: Any) -> Tuple[str, ...]:
+        if isinstance(value, str):
+            items = [part.strip() for part in value.split(",") if part.strip()]
+            if [item.lower() for item in items] == [NONE]:
+                return ()
+            if not items:  # "," would otherwise turn every patch off unseen
+                raise ValueError(f"{brief(value)} names no patch; {NONE} names none on purpose")
+        elif isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
+            items = list(value)
+            if not all(isinstance(item, str) for item in items):
+                raise TypeError(f"patch names must be strings, got {brief(value)}")
+        else:
+            raise TypeError(f"expected patch names (a string or a list of strings), got {brief(value)}")
+        unknown = [item for item in items if item not in valid]
+        if unknown:
+            raise ValueError(f"unknown patch name(s) {brief(', '.join(unknown))}; valid names: "
+                             f"{', '.join(valid)}, or {NONE} for no patch")
+        return tuple(items)
+
+    return convert
+
+
+def core_options(patch_names: Sequence[str]) -> Tuple[Option, ...]:
+    return (
+        Option("only", "TF_PATCHES_ONLY", names(patch_names), None,
+               f"Comma-separated patch names: apply only these ({NONE}: apply none, tf-patches off)."),
+        Option("exclude", "TF_PATCHES_EXCLUDE", names(patch_names), None,
+               "Comma-separated patch names: never apply these."),
+        Option("strict", "TF_PATCHES_STRICT", flag, False,
+               "1: raise TfPatchesError when a patch fails or a patch named in `only` cannot apply."),
+    )
+
+
+_warned: Set[Tuple[str, str]] = set()
+
+
+def warn_config(variable: str, value: str, problem: str) -> None:
+    """Warn once per process about a bad setting, naming what is valid; the program goes on."""
+    if (variable, value) in _warned:
+        return
+    _warned.add((variable, value))
+    message = f"tf-patches: ignoring {variable}={brief(value)}: {problem}"
+    logger.info(message)  # the warning below is what users see; logging would repeat it
+    warnings.warn(message, ConfigWarning, stacklevel=_caller_level())
+
+
+def _caller_level() -> int:
+    """The ``stacklevel`` that points a warning at the first frame outside tf-patches (the
+    user's ``apply_all()`` line), counted from the function calling this one."""
+    frame, level = sys._getframe(2), 2
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def from_environment(option: Option, environ: Optional[Mapping[str, str]] = None) -> Any:
+    """The value of ``option``'s variable: the default when it is unset or blank, and when it is
+    bad, after one :class:`ConfigWarning`."""
+    raw = (os.environ if environ is None else environ).get(option.env_var)
+    if unset(raw):
+        return option.default
+    try:
+        return option.convert(raw)
+    except (TypeError, ValueError) as exc:
+        warn_config(option.env_var, raw, str(exc))
+        return option.default
+
+
+def resolve(options: Iterable[Option], given: Mapping[str, Any],
+            environ: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
+    """Merge keywords, environment variables and defaults. Unknown keywords raise ``TypeError``."""
+    options = tuple(options)
+    known = {option.name for option in options}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise TypeError(
+            f"apply_all() got unexpected keyword(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
+        )
+    values: Dict[str, Any] = {}
+    for option in options:
+        if unset(given.get(option.name)):
+            values[option.name] = from_environment(option, environ)
+            continue
+        try:
+            values[option.name] = option.convert(given[option.name])
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{option.name}: {exc}") from None
+    return values

@@ -1,0 +1,67 @@
+"""The report: one row per registered patch saying what happened to it and why."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from typing import Any, Dict, Iterator, Optional, Tuple
+
+from .environment import Environment
+
+APPLIED = "applied"
+PENDING = "pending"
+SKIPPED = "skipped"
+FAILED = "failed"
+ADVISED = "advised"  # an advisory whose gate matched: nothing patched, the user is told what to do
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    title: str
+    status: str
+    reason: str
+    issue_url: str
+
+
+@dataclass(frozen=True)
+class Report:
+    """A snapshot; ``tf_patches.report()`` makes a new one each time it is asked."""
+
+    rows: Tuple[Row, ...]
+    environment: Optional[Environment] = None
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, name: str) -> Row:
+        for row in self.rows:
+            if row.name == name:
+                return row
+        raise KeyError(f"no patch named {name!r} in the report; names: {', '.join(r.name for r in self.rows)}")
+
+    def status(self, name: str) -> str:
+        return self[name].status
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {
+            "environment": self.environment.to_dict() if self.environment else None,
+            "patches": [asdict(row) for row in self.rows],
+        }
+
+    def to_json(self, indent: Optional[int] = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def __str__(self) -> str:
+        header = ("patch", "status", "reason")
+        body = [(row.name, row.status, row.reason) for row in self.rows]
+        widths = [max(len(line[i]) for line in [header, *body]) for i in range(2)]
+        lines = []
+        if self.environment is not None:
+            lines.append(self.environment.describe())
+        for line in [header, *body]:
+            lines.append(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {line[2]}")
+        return "\n".join(lines)

@@ -1,0 +1,12 @@
+"""``tf-patches diagnose`` and :func:`tf_patches.diagnose`: which known leak a program has.
+
+:mod:`.sampler` counts each patch's live signature (discovered through the registry) and samples
+memory in the diagnosed process; :mod:`.report` turns the snapshots into figures and advice;
+:mod:`.command` runs a command under diagnosis; :mod:`.signatures` is the probe machinery.
+"""
+
+from .._moved import forward
+
+__getattr__ = forward(__name__, "tf_patches.diagnosis.sampler",
+                      ("DIRECTORY_VARIABLE", "INTERVAL_VARIABLE", "DEFAULT_INTERVAL", "MAX_SAMPLES",
+                       "rss_bytes", "thin", "Diagnosis", "diagnose", "arm_from_environment"))

@@ -1,0 +1,180 @@
+"""tf-patches on a Ray cluster (``pip install tf-patches[ray]``): the patches in every worker
+process of a job, and process-per-item containment for model-per-fold loops.
+
+A Ray worker is a long-lived process reused by task after task, so the model-loop and seed leaks
+pile up in it until it is killed for memory. :func:`runtime_env` patches every worker of a job
+(or of one task, actor or Tune trainable); :func:`map_isolated` runs each item in a fresh worker
+process, as :func:`tf_patches.map_isolated` does on one machine.
+
+How the patches reach a worker: the settings travel as ``TF_PATCHES_*`` environment variables
+(``env=`` inline, as JSON), and Ray's worker set-up hook, ``tf_patches.ray.worker_setup``, arms
+the auto-apply bootstrap when the worker process starts, before any task's function or
+arguments are unpickled (they may import TensorFlow): ``apply_all()`` then runs when the worker
+starts importing TensorFlow, as under ``tf-patches run``. The hook is named by module path, so
+it works wherever tf-patches is installed on the cluster's machines (no driver-side path), and
+a worker that cannot import ``tf_patches`` fails at start, its task with
+``ray.exceptions.WorkerCrashedError`` and the raylet's line naming the import error, instead of
+running unpatched.
+
+Importing this module does not import Ray; :func:`map_isolated` does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar
+
+T = TypeVar("T")
+
+# Ray's worker set-up hook, as the variable its default worker reads at start-up (Ray ≥ 2.8).
+# Set as a variable rather than as the runtime_env field ``worker_process_setup_hook``: Ray turns
+# the field into this variable only for a job's runtime_env (``ray.init``) and silently ignores it
+# in a task's, actor's or Tune trainable's, while the variable works at every level (measured on
+# ray 2.60.0).
+SETUP_HOOK_VARIABLE = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
+SETUP_HOOK = "tf_patches.ray.worker_setup"
+
+
+def runtime_env(**options: Any) -> Dict[str, Any]:
+    """A Ray ``runtime_env`` that makes every worker process it reaches apply tf-patches with
+    these options (``apply_all()``'s keywords, checked the same way: a bad one raises
+    ``ValueError``/``TypeError`` here) when it imports TensorFlow.
+
+    ``ray.init(runtime_env=tf_patches.ray.runtime_env(deterministic=True, seed=0))``, or merged
+    into a task's, actor's or trainable's own (its ``env_vars`` merged with yours).
+    """
+    return {"env_vars": variables(options)}
+
+
+def variables(options: Mapping[str, Any]) -> Dict[str, str]:
+    """The environment variables of :func:`runtime_env`: a ``TF_PATCHES_*`` variable for each
+    option given, and Ray's set-up hook."""
+    from ..core.engine import ASSUME_VARIABLE, environment_argument
+    from ..core.options import resolve
+    from ..core.registry import all_options
+
+    given = dict(options)
+    env = environment_argument(given.pop("env", None))  # as apply_all(env=...) checks it
+    known = all_options()
+    values = resolve(known, given, environ={})  # apply_all()'s own check, and its messages
+    result = {SETUP_HOOK_VARIABLE: SETUP_HOOK}
+    for option in known:
+        value = given.get(option.name)
+        if value is None or (isinstance(value, str) and not value.strip()):
+            continue  # not given: the worker's own variable, or the default
+        text = _as_text(values[option.name])
+        if option.convert(text) != values[option.name]:  # cannot happen for the built-in options
+            raise ValueError(f"{option.name}: {values[option.name]!r} does not survive {option.env_var}")
+        result[option.env_var] = text
+    if env is not None:
+        result[ASSUME_VARIABLE] = env.to_json_text()  # inline: a driver's file is not on the workers
+    return result
+
+
+def _as_text(value: Any) -> str:
+    """A converted option value as its variable's text (the option's converter reads it back)."""
+    from ..core.options import NONE
+
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, (tuple, list)):
+        return ",".join(value) if value else NONE
+    return str(value)
+
+
+def worker_setup() -> None:
+    """Ray's worker set-up hook: arm the bootstrap in this worker, as its ``sitecustomize`` does
+    under ``tf-patches run`` (apply at ``import tensorflow``, options from ``TF_PATCHES_*``), or
+    apply now if TensorFlow is imported already. Errors propagate: Ray then stops the worker and
+    its task fails, rather than running unpatched."""
+    from ..autoapply import bootstrap
+
+    bootstrap.arm()
+
+
+def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optional[float] = None,
+                 max_in_flight: Optional[int] = None) -> List[T]:
+    """``[fn(item) for item in items]``, each call a Ray task in a fresh worker process
+    (``max_calls=1``, never retried), with this process's patch settings
+    (``tf_patches.settings``); the results in the order of ``items``. On whatever cluster
+    ``ray.init()`` connected to (it is called with no arguments when Ray is not initialised).
+
+    The contract of :func:`tf_patches.map_isolated`: the first failure cancels the tasks not done
+    and raises: the item's own exception (its traceback as ``__cause__``, naming the item's
+    index), :class:`tf_patches.IsolatedCrash` when its worker died (killed, out of memory, a
+    segfault, or a worker that could not start, e.g. without tf-patches), or
+    :class:`tf_patches.IsolatedTimeout` past ``timeout`` seconds from the item's submission.
+    ``max_in_flight`` (default: the cluster's CPUs) bounds the tasks submitted at once.
+    """
+    import ray
+
+    from ..core.engine import settings
+    from .local import IsolatedCrash, IsolatedError, IsolatedTimeout, _in_flight_limit, _name, _rebuild
+
+    if not ray.is_initialized():
+        ray.init()
+    current = settings()
+    task_options: Dict[str, Any] = {"max_calls": 1, "max_retries": 0, "retry_exceptions": False}
+    if current is not None:  # else the job's own runtime_env (if any) decides, as for any task
+        task_options["runtime_env"] = runtime_env(**current)
+    remote = ray.remote(**task_options)(_call)
+    limit = _in_flight_limit(max_in_flight, int(ray.cluster_resources().get("CPU", 1)))
+    name = _name(fn)
+    fn_ref = ray.put(fn)
+    queue = list(enumerate(items))
+    queue.reverse()
+    total = len(queue)
+    results: Dict[int, Any] = {}
+    running: Dict[Any, tuple] = {}  # ObjectRef → (index, deadline)
+    try:
+        while queue or running:
+            while queue and len(running) < limit:
+                index, item = queue.pop()
+                deadline = None if timeout is None else time.monotonic() + timeout
+                running[remote.remote(fn_ref, item)] = (index, deadline)
+            deadlines = [deadline for _, deadline in running.values() if deadline is not None]
+            wait_s = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
+            for ref in ready:
+                index, _ = running.pop(ref)
+                label = f"{name}(items[{index}])"
+                try:
+                    kind, value, pid = ray.get(ref)
+                except (ray.exceptions.WorkerCrashedError, ray.exceptions.OutOfMemoryError,
+                        ray.exceptions.NodeDiedError) as exc:
+                    raise IsolatedCrash(
+                        f"map_isolated: {label} ended without a result: its Ray worker died "
+                        f"({type(exc).__name__}: {' '.join(str(exc).split())}); killed (SIGKILL: out "
+                        f"of memory, if nobody killed it on purpose), crashed, or failed to start "
+                        f"(a worker that cannot import tf_patches does: see the raylet's line above)"
+                    ) from exc
+                except ray.exceptions.RayError as exc:
+                    raise IsolatedError(f"map_isolated: {label}: Ray gave no result: {exc}") from exc
+                if kind != "result":
+                    raise _rebuild(*value, where=f"Ray worker pid {pid} of map_isolated, items[{index}]",
+                                   index=index)
+                results[index] = value
+            now = time.monotonic()
+            for ref, (index, deadline) in list(running.items()):
+                if deadline is not None and now >= deadline:
+                    del running[ref]
+                    ray.cancel(ref, force=True)
+                    raise IsolatedTimeout(
+                        f"map_isolated: {name}(items[{index}]) did not finish within {timeout:g} s; "
+                        f"its Ray task was cancelled and its worker killed")
+    finally:
+        for ref in running:
+            ray.cancel(ref, force=True)
+    return [results[index] for index in range(total)]
+
+
+def _call(fn: Callable[[Any], Any], item: Any) -> tuple:
+    """The task: ``fn(item)`` in this worker; its exception described as run_isolated's child
+    does (so it comes back with its traceback as the cause, not as Ray's wrapper)."""
+    from .local import _describe_exception
+
+    try:
+        return "result", fn(item), os.getpid()
+    except Exception as exc:
+        return "raised", _describe_exception(exc), os.getpid()
