@@ -230,7 +230,18 @@ def test_dropout_keeps_its_statistics_as_tf_testpartialshapeddropout_expects(tf)
         assert math.fabs(kept - expected) / expected < 0.15
 
 
-def test_twinless_ops_never_share_bits_across_dtypes_or_lines(tf):
+# The same draws from another file, at other lines (the issue 22 trap: a blank line above
+# tf.random.categorical changed every draw in 0.2).
+ELSEWHERE = """
+
+
+def draw(tf):
+    # moved down, in a file of another name
+    return [tf.random.categorical(tf.zeros([1, 2]), 64).numpy() for _ in range(3)]
+"""
+
+
+def test_twinless_ops_never_share_bits_across_kinds_and_ignore_source_text(tf):
     assert tf_patches.apply_all(only=[NAME]).status(NAME) == "applied"
 
     def helper(dtype):
@@ -238,13 +249,24 @@ def test_twinless_ops_never_share_bits_across_dtypes_or_lines(tf):
 
     tf.random.set_seed(11)
     as_float32, as_float64 = helper(tf.float32), helper(tf.float64)
-    assert not np.array_equal(as_float32, as_float64)  # one line, two dtypes: two seeds
+    assert not np.array_equal(as_float32, as_float64)  # one line, two dtypes: two kinds, two seeds
     tf.random.set_seed(11)
-    again32 = helper(tf.float32)
-    assert np.array_equal(again32, as_float32)  # reproducible after re-seeding
-    one = tf.random.categorical(tf.zeros([1, 2]), 64).numpy()
-    two = tf.random.categorical(tf.zeros([1, 2]), 64).numpy()
-    assert not np.array_equal(one, two)  # two lines: two streams
+    here = [tf.random.categorical(tf.zeros([1, 2]), 64).numpy() for _ in range(3)]
+    assert np.array_equal(here[0], as_float32)  # re-seeded: the float32 stream starts again
+    assert not np.array_equal(here[0], here[1])  # one stream, continued from draw to draw
+    namespace = {}
+    exec(compile(ELSEWHERE, "another_name.py", "exec"), namespace)
+    tf.random.set_seed(11)
+    assert all(np.array_equal(a, b) for a, b in zip(namespace["draw"](tf), here))
+    # Two kinds never share a seed2: each op and dtype (and attribute set) has its own.
+    probe = FreshStatefulKernels(tf)
+    tf.random.set_seed(11)
+    with probe:
+        for _ in range(3):
+            helper(tf.float32), helper(tf.float64), tf.random.gamma([2], 1.0), tf.random.poisson([2], 1.0)
+            tf.random.uniform_candidate_sampler([[1]], 1, 2, True, 5)
+            tf.random.uniform_candidate_sampler([[1]], 1, 3, True, 5)
+    assert len(probe.seen) == 6 == len({seed2 for _, _, seed2 in probe.seen})
 
 
 def test_report_names_the_ops_served_by_twins_and_those_whose_values_differ(tf):
@@ -258,7 +280,7 @@ def test_report_names_the_ops_served_by_twins_and_those_whose_values_differ(tf):
 
 
 def test_a_missing_twin_op_falls_back_without_leaking(tf, monkeypatch):
-    """An older TF without StatelessShuffle: shuffles get stable per-use seeds instead (reported)."""
+    """An older TF without StatelessShuffle: shuffles get one seed per kind instead (reported)."""
     registered = seed_kernel_cache._registered
     monkeypatch.setattr(seed_kernel_cache, "_registered",
                         lambda ops: {**registered(ops), "StatelessShuffle": False})
@@ -268,7 +290,7 @@ def test_a_missing_twin_op_falls_back_without_leaking(tf, monkeypatch):
     tf.random.set_seed(1)
     with probe:
         orders = [tf.random.shuffle(tf.range(20)).numpy().tolist() for _ in range(3)]
-    assert probe.fresh("RandomShuffle") == 1  # one kernel for the line, whose stream goes on
+    assert probe.fresh("RandomShuffle") == 1  # one kernel for the kind, whose stream goes on
     assert len({tuple(order) for order in orders}) == 3
 
 

@@ -19,7 +19,15 @@ The contract a patch keeps:
           ...
 
   and call ``original`` with the same arguments, returning its result, doing nothing else.
-  ``tests/test_lifecycle.py`` checks this for every registered patch.
+  The same holds for a method, decorator or class attribute given to ``replace_attribute``: a
+  bound method or decorated function that user code kept must behave as TF's once reverted.
+  ``tests/test_lifecycle.py`` and ``tests/test_replacements.py`` check this for every replacement.
+- A replacement keeps TF's identity (:func:`dress`, applied by both methods): the original's
+  ``__module__``, ``__name__``, ``__qualname__``, ``__doc__``, annotations, signature (through
+  ``__wrapped__``) and TF's own attributes (``_tf_api_names``: ``tf_export`` still names the
+  public symbol), so a module function pickles by reference, AutoGraph treats it as TF's (it is
+  not converted: a user ``tf.function`` that calls it traces as fast as stock's), and
+  ``inspect.signature`` reads the original's. A staticmethod, classmethod or property stays one.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ def tf_module(dotted: str) -> ModuleType:
 def get_original(obj: Any) -> Any:
     """The object a tf-patches replacement stands for (through any number of replacements), or
     ``obj`` itself when it is not an installed replacement."""
+    obj = getattr(obj, "__func__", obj) if type(obj).__name__ == "method" else obj  # a classmethod, bound
     while id(obj) in _installed:
         replacement, original = _installed[id(obj)]
         if replacement is not obj or original is obj:
@@ -116,16 +125,22 @@ class PatchContext:
         original = getattr(owner, attribute, _MISSING)
         if original is _MISSING:
             raise AttributeError(f"{_describe(owner)} has no attribute {attribute!r}")
+        descriptor = _class_descriptor(owner, attribute)
+        if isinstance(descriptor, (staticmethod, classmethod)):
+            original = descriptor.__func__  # what the replacement calls: cls first, for a classmethod
+        installed, function = _as_installed(replacement, descriptor, original, self.name)
         key = (id(owner), attribute)
         if key not in self._saved:
             raw = raw_attribute(owner, attribute)
             self._saved.add(key)
             self._undo.append((f"{_describe(owner)}.{attribute}", lambda: restore(owner, attribute, raw)))
-        setattr(owner, attribute, replacement)
-        _installed[id(replacement)] = (replacement, original)
-        self.replaced.append(Replaced(owner, attribute, replacement, original, everywhere, api_only))
+        setattr(owner, attribute, installed)
+        if isinstance(descriptor, property):
+            original = descriptor
+        _installed[id(function)] = (function, original)
+        self.replaced.append(Replaced(owner, attribute, function, original, everywhere, api_only))
         self._undo.append((f"{_describe(owner)}.{attribute} (as installed)",
-                           lambda: _installed.pop(id(replacement), None)))
+                           lambda: _installed.pop(id(function), None)))
         return original
 
     def replace_everywhere(self, owner: ModuleType, attribute: str, replacement: Any, *,
@@ -202,6 +217,65 @@ class PatchContext:
         self._saved.clear()
         self.replaced.clear()
         return errors
+
+
+# What a replacement takes from the original it stands for (functools.WRAPPER_ASSIGNMENTS, and
+# the type parameters of Python 3.12+), then the original's __dict__ (TF's _tf_api_names...).
+_IDENTITY = ("__module__", "__name__", "__qualname__", "__doc__", "__annotations__", "__type_params__")
+
+
+def dress(replacement: Any, original: Any, patch: Optional[str] = None) -> Any:
+    """Give a replacement function the identity of the ``original`` it stands for, in place, and
+    return it: see the module docstring. Only plain functions are dressed (a replacement of
+    another kind is returned as it is); the marks of tf-patches' own objects are not copied."""
+    if type(replacement) is not FunctionType or replacement is original or original is None:
+        return replacement
+    for name in _IDENTITY:
+        value = getattr(original, name, None)
+        if value is not None:
+            try:
+                setattr(replacement, name, value)
+            except (AttributeError, TypeError):  # a builtin's __annotations__, read-only names
+                pass
+    own = getattr(original, "__dict__", None)
+    if isinstance(own, Mapping):
+        for name, value in own.items():
+            if not name.startswith("__tf_patches") and name != "__wrapped__":
+                replacement.__dict__.setdefault(name, value)
+    replacement.__wrapped__ = original  # inspect.signature and tf_inspect follow it
+    if patch is not None:
+        replacement.__tf_patches__ = patch
+    return replacement
+
+
+def _class_descriptor(owner: Any, attribute: str) -> Any:
+    """The object a class (or one of its bases) holds under ``attribute``, as stored (a
+    staticmethod stays one); None where ``owner`` is not a class or holds no such entry."""
+    if not isinstance(owner, type):
+        return None
+    for klass in owner.__mro__:
+        if attribute in vars(klass):
+            return vars(klass)[attribute]
+    return None
+
+
+def _as_installed(replacement: Any, descriptor: Any, original: Any, patch: str) -> Tuple[Any, Any]:
+    """(what to set on the owner, the replacement function): a plain function given for a
+    staticmethod, classmethod or property is dressed and wrapped in the same kind, so the
+    descriptor kind is kept; a descriptor given is kept, its functions dressed."""
+    kind = type(descriptor)
+    if kind in (staticmethod, classmethod):
+        function = replacement.__func__ if isinstance(replacement, kind) else replacement
+        dress(function, descriptor.__func__, patch)
+        return (replacement if isinstance(replacement, kind) else kind(function)), function
+    if kind is property:
+        if isinstance(replacement, property):
+            for part in ("fget", "fset", "fdel"):
+                dress(getattr(replacement, part), getattr(descriptor, part), patch)
+            return replacement, replacement.fget
+        dress(replacement, descriptor.fget, patch)
+        return property(replacement, descriptor.fset, descriptor.fdel, descriptor.__doc__), replacement
+    return dress(replacement, original, patch), replacement
 
 
 def raw_attribute(owner: Any, attribute: str) -> Any:

@@ -111,6 +111,8 @@ def install(ctx: PatchContext) -> str:
     tracing = threading.local()  # the innermost graph-mode call on this thread
 
     def generate_name() -> str:
+        if not ctx.active:
+            return original_generate_name()
         name = original_generate_name()
         trace = getattr(tracing, "trace", None)
         # The decorator names its gradient before calling the user's function, so the first name
@@ -120,6 +122,8 @@ def install(ctx: PatchContext) -> str:
         return name
 
     def graph_mode_decorator(f, args, kwargs):
+        if not ctx.active:  # reverted: a decorated function traced later registers as stock's
+            return original_decorator(f, args, kwargs)
         outer = getattr(tracing, "trace", None)
         trace = tracing.trace = _Trace(ops.get_default_graph())
         try:
@@ -130,10 +134,6 @@ def install(ctx: PatchContext) -> str:
             hold_weakly(registry, trace.name, trace.graph, type_tag)
         return result
 
-    graph_mode_decorator.__doc__ = original_decorator.__doc__
-    graph_mode_decorator.__wrapped__ = original_decorator  # type: ignore[attr-defined]
-    generate_name.__doc__ = original_generate_name.__doc__
-    generate_name.__wrapped__ = original_generate_name  # type: ignore[attr-defined]
     # Journal order: on revert the wrappers go first, then the live entries turn strong again.
     ctx.on_revert("weak custom-gradient registry entries", lambda: hold_strongly(registry, type_tag))
     ctx.replace_attribute(custom_gradient, "generate_name", generate_name)

@@ -76,17 +76,18 @@ def install(ctx: PatchContext) -> str:
     registry = script_ops._py_funcs
     pending = _Pending()
     free: List[str] = []  # tokens not in use; one per concurrent (or nested) call at most
-    next_unique_token = registry._next_unique_token
+    next_unique_token = None  # the bound method replace_attribute returns, below
     original = script_ops.eager_py_func
 
     def next_token() -> str:
+        if not ctx.active:
+            return next_unique_token()
         token = pending.token
         if token is None:
             return next_unique_token()
         pending.token = None
         return token
 
-    @functools.wraps(original)
     def eager_py_func(*args, **kwargs):
         # Not active: reverted, and held by user code. Recording or async: TF's own path.
         if not ctx.active or not context.executing_eagerly() or context.is_async() or could_possibly_record():
@@ -107,8 +108,8 @@ def install(ctx: PatchContext) -> str:
                 release_from_graph(ops.get_default_graph(), callback)
             free.append(token)
 
-    eager_py_func.__tf_patches__ = NAME  # type: ignore[attr-defined]
-    ctx.replace_attribute(registry, "_next_unique_token", next_token)
+    # The very object the journal keeps as the original (a bound method is new at each read).
+    next_unique_token = ctx.replace_attribute(registry, "_next_unique_token", next_token)
     bindings = ctx.replace_everywhere(script_ops, "eager_py_func", eager_py_func, api_only=True)
     ctx.on_revert("pooled py_function tokens", free.clear)
     return (

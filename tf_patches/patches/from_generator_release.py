@@ -51,16 +51,20 @@ def install(ctx: PatchContext) -> str:
     ops = tf_module("python.framework.ops")
     registry = script_ops._py_funcs
     registered = _Registered()
-    insert = registry.insert
+    insert = None  # the bound method replace_attribute returns, below
     original = from_generator_op._from_generator
 
     def insert_and_note(func):
+        if not ctx.active:
+            return insert(func)
         token = insert(func)
         if registered.callbacks is not None:
             registered.callbacks.append(func)
         return token
 
     def _from_generator(*args, **kwargs):
+        if not ctx.active:
+            return original(*args, **kwargs)
         if not context.executing_eagerly():
             return original(*args, **kwargs)
         outer, registered.callbacks = registered.callbacks, []
@@ -76,10 +80,8 @@ def install(ctx: PatchContext) -> str:
             weakref.finalize(dataset._variant_tensor, owned.clear).atexit = False
         return dataset
 
-    _from_generator.__doc__ = original.__doc__
-    _from_generator.__wrapped__ = original  # type: ignore[attr-defined]
-    _from_generator.__tf_patches__ = NAME  # type: ignore[attr-defined]
-    ctx.replace_attribute(registry, "insert", insert_and_note)
+    # The very object the journal keeps as the original (a bound method is new at each read).
+    insert = ctx.replace_attribute(registry, "insert", insert_and_note)
     ctx.replace_attribute(from_generator_op, "_from_generator", _from_generator)
     return (
         "from_generator's py-func callbacks live as long as its dataset's variant tensor, "

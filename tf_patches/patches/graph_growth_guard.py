@@ -27,7 +27,6 @@ same test, no warning, the ops added after the warm-up summed over every session
 
 from __future__ import annotations
 
-import functools
 import threading
 import warnings
 import weakref
@@ -75,6 +74,15 @@ class Watch:
         self.added = 0  # ops added after the warm-up
 
 
+class _Always:
+    """A patch context that is never reverted: a guard used outside a patch (diagnose's counter)."""
+
+    active = True
+
+
+_ALWAYS = _Always()
+
+
 class Guard:
     """The state of one install: the watched sessions, by ``id``, and the graphs it finalized."""
 
@@ -86,14 +94,18 @@ class Guard:
         self._library_dirs = library_dirs
         self._lock = threading.Lock()
 
-    def wrap(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def wrap(self, original: Callable[..., Any], patch: Any = None) -> Callable[..., Any]:
+        """``Session.run`` watched by this guard; it passes through once ``patch`` (the installing
+        ``PatchContext``) is reverted, so a bound ``sess.run`` user code kept is stock's again."""
+        patch = patch if patch is not None else _ALWAYS
         watches = self.watches
         start = self.start
         step = self.step
 
-        @functools.wraps(original)
         def run(self: Any, fetches: Any, feed_dict: Any = None, options: Any = None,
                 run_metadata: Any = None) -> Any:
+            if not patch.active:
+                return original(self, fetches, feed_dict, options, run_metadata)
             watch = watches.get(id(self), _NEW)
             if watch is _NEW:
                 watch = start(self)
@@ -105,7 +117,6 @@ class Guard:
                     step(self, watch, runs)
             return original(self, fetches, feed_dict, options, run_metadata)
 
-        run.__tf_patches__ = NAME  # type: ignore[attr-defined]
         return run
 
     def start(self, session: Any) -> Optional[Watch]:
@@ -213,13 +224,14 @@ def install(ctx: PatchContext) -> str:
     mode = ctx.options[NAME]
     session = tf_module("python.client.session")
     guard = Guard(mode, package_dirs(LIBRARY_PACKAGES + ("tf_patches",)))
-    ctx.replace_attribute(session.BaseSession, "run", guard.wrap(session.BaseSession.run))
+    ctx.replace_attribute(session.BaseSession, "run", guard.wrap(session.BaseSession.run, ctx))
     if mode == "finalize":
         graph_class = tf_module("python.framework.ops").Graph
         check = graph_class._check_not_finalized
 
-        @functools.wraps(check)
         def check_not_finalized(graph: Any) -> None:
+            if not ctx.active:
+                return check(graph)
             try:
                 check(graph)
             except RuntimeError as exc:

@@ -11,8 +11,10 @@ and ordering behave as documented) and changes only which kernel computes the dr
 stateful kernel's first output is exactly what the stateless V2 op computes from
 ``key=[seed]``, ``counter=[0, seed2]``, Philox (``TWINS`` below, checked bit for bit on TF 2.12
 and 2.21 for every dtype those ops take). Key and counter are tensor inputs, so one cached kernel
-per op and dtype serves every draw. Ops without such a twin (``TWINLESS``) get a stable op seed per
-use instead: no leak, reproducible, but values that differ from stock's (the report says which).
+per op and dtype serves every draw. Ops without such a twin (``TWINLESS``) get one op seed per
+kind instead (global seed, op, input dtypes, attribute values: what the kernel cache keys on), so
+one cached kernel serves a kind and its stream continues from draw to draw: no leak, reproducible
+whatever the source text, but values that differ from stock's (the report says which).
 
 Upstream code this patch follows (pinned, to diff against a new release):
 https://github.com/tensorflow/tensorflow/blob/v2.21.0/tensorflow/python/framework/random_seed.py
@@ -23,13 +25,10 @@ from ``tensorflow/core/ops/random_ops.cc`` and ``stateless_random_ops_v2.cc``.
 from __future__ import annotations
 
 import hashlib
-import os
-import sys
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core.context import PatchContext, tf_module
-from ..core.frames import CodeClassifier, package_dirs
 from ..core.gate import Gate
 
 NAME = "seed_kernel_cache"
@@ -78,8 +77,7 @@ NOT_FED = ("FractionalAvgPool", "FractionalMaxPool", "SampleDistortedBoundingBox
            "ThreadUnsafeUnigramCandidateSampler")
 
 PHILOX = 1  # the RNG algorithm id of the stateful kernels (random::PhiloxRandom)
-_MAX_DEPTH = 64  # frames walked at most by the twin-less fallback, a bound for deep recursion
-_MAX_CACHED = 100_000  # call paths remembered by the fallback; cleared past this
+_MAX_CACHED = 100_000  # kinds remembered by the twin-less path; cleared past this
 _MAX_KEYS = 1_024  # key tensors kept (one per global seed in use); cleared past this
 _MAXINT31 = 0x7FFFFFFF
 
@@ -142,10 +140,12 @@ def noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx:
     stateful kernel) read the same note."""
 
     def get_seed(op_seed):
+        if not ctx.active:  # reverted (a reference kept elsewhere): stock's, nothing noted
+            return original_get_seed(op_seed)
         seeds_ = original_get_seed(op_seed)
         # Stock drew a fresh pair exactly when eager, globally seeded and no op seed was given.
         # Any other call clears the note, so a pair never waits for a later op to take it.
-        if op_seed is None and seeds_[0] is not None and ctx.active:
+        if op_seed is None and seeds_[0] is not None:
             eager = context._context  # what TF's generated op wrappers read, cheaper than executing_eagerly()
             note.pair = seeds_ if eager is not None and eager._thread_local_data.is_eager else None
         else:
@@ -157,143 +157,119 @@ def noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx:
 
 STATEFUL_OPS = frozenset(op for *_, op, _twin, _fn in TWINS) | frozenset(op for *_, op in TWINLESS)
 
-
-def _shape_op_wrapper(original: Callable, twin: str, twin_fn: Callable, router: Router,
-                      execute: Callable) -> Callable:
-    """``f(shape, dtype, seed, seed2, name)`` ops: uniform, standard normal, truncated normal."""
-    eager_tensor = router.eager_tensor
-
-    def wrapper(shape, dtype, seed=0, seed2=0, name=None):
-        ctx = router.take(seed, seed2)
+# The arguments of each twin-served op, as TF's generated wrapper takes them before
+# (seed, seed2, name): the first is the twin's first input too; then what follows key, counter
+# and alg in the fast-path call (inputs, and attributes as name/value pairs) and in the generated
+# twin function. One template builds every twin wrapper from these (TWIN_WRAPPER below).
+_TWIN_CALLS: Dict[str, Tuple[str, str, str]] = {
+    # op: (parameters, fast-path arguments after alg, twin function arguments after alg)
+    "RandomUniform": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype"),
+    "RandomStandardNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype"),
+    "TruncatedNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype"),
+    "RandomUniformInt": ("shape, minval, maxval", ", minval, maxval", ", minval, maxval"),
+    "RandomShuffle": ("value", "", ""),  # the twin converts a non-tensor value as stock's op does
+}
+# Generated, not written out per op: the wrappers differ only in their arguments, and the hot
+# path must stay free of *args packing (a draw costs ≈20 µs; this adds well under 0.1 µs). The
+# pass-through comes first (reverted: exactly the original, for references user code kept).
+TWIN_WRAPPER = """
+def make(original, twin, twin_fn, take, tensors, execute, eager_tensor, patch):
+    def wrapper({params}, seed=0, seed2=0, name=None):
+        if not patch.active:
+            return original({params}, seed, seed2, name)
+        ctx = take(seed, seed2)
         if ctx is not None:
-            key, counter, alg = router.tensors(ctx, seed, seed2)
+            key, counter, alg = tensors(ctx, seed, seed2)
             try:
-                if type(shape) is eager_tensor:  # TF's own callers: straight to the fast path
-                    return execute(ctx, twin, name, shape, key, counter, alg, "dtype", dtype)
-                return twin_fn(shape, key, counter, alg, dtype=dtype, name=name)
+                if type({first}) is eager_tensor:  # TF's own callers: straight to the fast path
+                    return execute(ctx, twin, name, {first}, key, counter, alg{fast})
+                return twin_fn({first}, key, counter, alg{slow}, name=name)
             except Exception:  # anything unusual: stock's op, with stock's errors
                 pass
-        return original(shape, dtype, seed=seed, seed2=seed2, name=name)
-
+        return original({params}, seed, seed2, name)
     return wrapper
+"""
 
 
-def _uniform_int_wrapper(original: Callable, twin: str, twin_fn: Callable, router: Router,
-                         execute: Callable) -> Callable:
-    eager_tensor = router.eager_tensor
-
-    def wrapper(shape, minval, maxval, seed=0, seed2=0, name=None):
-        ctx = router.take(seed, seed2)
-        if ctx is not None:
-            key, counter, alg = router.tensors(ctx, seed, seed2)
-            try:
-                if type(shape) is eager_tensor:
-                    return execute(ctx, twin, name, shape, key, counter, alg, minval, maxval)
-                return twin_fn(shape, key, counter, alg, minval, maxval, name=name)
-            except Exception:
-                pass
-        return original(shape, minval, maxval, seed=seed, seed2=seed2, name=name)
-
-    return wrapper
+def twin_wrapper(op: str, original: Callable, twin: str, twin_fn: Callable, router: Router,
+                 execute: Callable, patch: PatchContext) -> Callable:
+    """The wrapper that serves ``op``'s fresh eager pairs through its stateless ``twin``."""
+    params, fast, slow = _TWIN_CALLS[op]
+    source = TWIN_WRAPPER.format(params=params, first=params.split(",")[0], fast=fast, slow=slow)
+    namespace: Dict[str, Any] = {}
+    # Compiled under this file's name: frame classifiers count it as tf-patches' code, not the user's.
+    exec(compile(source, __file__, "exec"), namespace)
+    return namespace["make"](original, twin, twin_fn, router.take, router.tensors, execute,
+                             router.eager_tensor, patch)
 
 
-def _shuffle_wrapper(original: Callable, twin: str, twin_fn: Callable, router: Router,
-                     execute: Callable) -> Callable:
-    eager_tensor = router.eager_tensor
+class KindSeeds:
+    """The twin-less ops' op seed: one per (global seed, op, and what else the eager kernel cache
+    keys the call on: its inputs' dtypes and its attributes' values). Every fresh pair of that kind
+    gets the same seed2, so one cached kernel serves them all and its stateful stream continues
+    from draw to draw: values depend on the global seed and the order of that kind's draws, never
+    on files, functions or lines. ``tf.random.set_seed`` clears TF's kernel cache and so restarts
+    every stream, as it restarts stock's op-seed sequence. Two kinds never share a seed2."""
 
-    def wrapper(value, seed=0, seed2=0, name=None):
-        ctx = router.take(seed, seed2)
-        if ctx is not None:
-            key, counter, alg = router.tensors(ctx, seed, seed2)
-            try:
-                if type(value) is eager_tensor:
-                    return execute(ctx, twin, name, value, key, counter, alg)
-                return twin_fn(value, key, counter, alg, name=name)  # converts as stock's op does
-            except Exception:
-                pass
-        return original(value, seed=seed, seed2=seed2, name=name)
-
-    return wrapper
-
-
-_TWIN_WRAPPERS = {
-    "RandomUniform": _shape_op_wrapper,
-    "RandomStandardNormal": _shape_op_wrapper,
-    "TruncatedNormal": _shape_op_wrapper,
-    "RandomUniformInt": _uniform_int_wrapper,
-    "RandomShuffle": _shuffle_wrapper,
-}
-
-
-class StableSeeds:
-    """The twin-less fallback: a stable op seed per use, keyed by the global seed's value, the op,
-    the dtypes of its arguments and the call path (TF frames up to the user's line), so that two
-    op kinds, two dtypes or two lines never share random bits. Reproducible in every process and
-    checkout (file base names, function names and lines; never ids or Python's salted hash)."""
-
-    def __init__(self, library_dirs: Tuple[str, ...]):
-        self._frames = CodeClassifier(library_dirs)
+    def __init__(self, op: str, parameters: Tuple[str, ...], attributes: frozenset):
+        self._op = op
+        self._parameters = parameters  # the generated wrapper's argument names, in order
+        self._attributes = attributes  # which of them are op attributes (the others are inputs)
         self._seeds: Dict[tuple, int] = {}
 
-    def op_seed(self, global_seed: int, kind: Tuple[str, ...], frame: Any) -> int:
-        known = self._frames.known
-        path: List[Any] = [global_seed, kind]
-        start, depth = frame, 0
-        while frame is not None and depth < _MAX_DEPTH:
-            code = frame.f_code
-            library = known.get(id(code))
-            if library is None:
-                library = self._frames.classify(code)
-            path.append(id(code))
-            path.append(frame.f_lasti)  # not f_lineno: that decodes the line table on each read
-            if not library:
-                break
-            frame = frame.f_back
-            depth += 1
-        key = tuple(path)
+    def seed2(self, global_seed: int, args: tuple, kwargs: Dict[str, Any]) -> int:
+        parts: List[Any] = [global_seed]
+        for name, value in (*zip(self._parameters, args), *kwargs.items()):
+            if name in ("seed", "seed2", "name"):
+                continue
+            if name in self._attributes:  # a dtype attribute by name, any other by value
+                dtype_name = getattr(value, "name", None) if hasattr(value, "as_datatype_enum") else None
+                parts.append((name, dtype_name or repr(value)))
+            else:
+                dtype = getattr(value, "dtype", None)
+                parts.append((name, getattr(dtype, "name", None) or type(value).__name__))
+        key = tuple(parts)
         seed = self._seeds.get(key)
         if seed is None:
             if len(self._seeds) >= _MAX_CACHED:
-                self.clear()
-            seed = self._seeds[key] = _derive(global_seed, kind, start, depth + 1)
+                self._seeds.clear()
+            seed = self._seeds[key] = _derive(self._op, key)
         return seed
 
     def clear(self) -> None:
         self._seeds.clear()
-        self._frames.clear()
 
 
-def _derive(global_seed: int, kind: Tuple[str, ...], frame: Any, depth: int) -> int:
-    parts = [str(global_seed), *kind]
-    for _ in range(depth):
-        if frame is None:
-            break
-        code = frame.f_code
-        parts.append(f"{os.path.basename(code.co_filename)}:{code.co_name}:{frame.f_lineno}")
-        frame = frame.f_back
-    digest = hashlib.blake2b("|".join(parts).encode(), digest_size=8).digest()
+def _derive(op: str, key: tuple) -> int:
+    """A 31-bit seed2 from the kind's description: the same in every process and on every
+    Python (repr of ints, strings and dtype names; never ids or Python's salted hash)."""
+    digest = hashlib.blake2b(repr((op, key)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") % (_MAXINT31 - 1) + 1  # never 0: (0, 0) means "unseeded"
 
 
-def _dtype_names(args: tuple, kwargs: Dict[str, Any]) -> Tuple[str, ...]:
-    """What the kernel cache keys a call on, besides the seeds: the dtypes of its arguments."""
-    names = []
-    for value in (*args, *kwargs.values()):
-        dtype = getattr(value, "dtype", value)
-        names.append(getattr(dtype, "name", type(value).__name__))
-    return tuple(names)
-
-
-def _twinless_wrapper(original: Callable, op: str, router: Router, seeds: StableSeeds) -> Callable:
+def _twinless_wrapper(original: Callable, router: Router, seeds: KindSeeds, patch: PatchContext) -> Callable:
     def wrapper(*args, **kwargs):
+        if not patch.active:
+            return original(*args, **kwargs)
         seed2 = kwargs.get("seed2")
         if seed2 is not None and router.take(kwargs.get("seed"), seed2) is not None:
-            rest = {k: v for k, v in kwargs.items() if k not in ("seed", "seed2", "name")}
-            kind = (op, *_dtype_names(args, rest))
-            kwargs["seed2"] = seeds.op_seed(int(kwargs["seed"]), kind, sys._getframe(1))
+            kwargs["seed2"] = seeds.seed2(int(kwargs["seed"]), args, kwargs)
         return original(*args, **kwargs)
 
     return wrapper
+
+
+def _kind_seeds(op: str, original: Callable) -> KindSeeds:
+    """The KindSeeds of ``op``: its wrapper's parameter names and which are attributes (op def)."""
+    import inspect
+
+    parameters = tuple(inspect.signature(original, follow_wrapped=False).parameters)
+    try:
+        op_def = tf_module("python.framework.op_def_registry").get(op)
+        attributes = frozenset(attr.name for attr in op_def.attr)
+    except Exception:  # no op def to read: every argument counts as an attribute (finer kinds)
+        attributes = frozenset(parameters)
+    return KindSeeds(op, parameters, attributes)
 
 
 def _registered(op_names: Tuple[str, ...]) -> Dict[str, bool]:
@@ -316,50 +292,34 @@ def install(ctx: PatchContext) -> str:
     pywrap_tfe = tf_module("python.pywrap_tfe")
     router = Router(ctx, context, ops.EagerTensor, dtypes.uint64.as_datatype_enum,
                     dtypes.int32.as_datatype_enum)
-    seeds = StableSeeds(package_dirs())
-    ctx.on_revert("stable seed cache", seeds.clear)
     execute = pywrap_tfe.TFE_Py_FastPathExecute
     twin_ops = _registered(tuple(twin for _, _, _, twin, _ in TWINS))
     stateless = tf_module("python.ops.gen_stateless_random_ops_v2")
 
     served, fallback = [], []
-    for module_name, function, op, twin, twin_function in TWINS:
-        module = tf_module(f"python.ops.{module_name}")
-        original = getattr(module, function)
-        twin_fn = getattr(stateless, twin_function, None)
-        if twin_ops[twin] and twin_fn is not None:
-            wrapper = _TWIN_WRAPPERS[op](original, twin, twin_fn, router, execute)
-            served.append(op)
-        else:  # this TF lacks the twin op: the fallback keeps the loop from leaking
-            wrapper = _twinless_wrapper(original, op, router, seeds)
-            fallback.append(op)
-        ctx.replace_attribute(module, function, _dressed(wrapper, original))
-    for module_name, function, op in TWINLESS:
+    targets = [(module_name, function, op, twin, twin_function) for module_name, function, op, twin, twin_function in TWINS]
+    targets += [(module_name, function, op, None, None) for module_name, function, op in TWINLESS]
+    for module_name, function, op, twin, twin_function in targets:
         module = tf_module(f"python.ops.{module_name}")
         original = getattr(module, function, None)
         if original is None:  # not in this version: nothing to leak through
             continue
-        ctx.replace_attribute(module, function, _dressed(_twinless_wrapper(original, op, router, seeds), original))
-        fallback.append(op)
-
-    original_get_seed = random_seed.get_seed
-    get_seed = noting_get_seed(original_get_seed, context, router.note, ctx)
+        twin_fn = getattr(stateless, twin_function, None) if twin else None
+        if twin_fn is not None and twin_ops[twin]:
+            wrapper = twin_wrapper(op, original, twin, twin_fn, router, execute, ctx)
+            served.append(op)
+        else:  # no twin, or this TF lacks it: one kernel per kind keeps the loop from leaking
+            seeds = _kind_seeds(op, original)
+            ctx.on_revert(f"{op} kind seeds", seeds.clear)
+            wrapper = _twinless_wrapper(original, router, seeds, ctx)
+            fallback.append(op)
+        ctx.replace_attribute(module, function, wrapper)
 
     # Only the module attribute, which TF's own ops look up at each call: the names bound at
     # import (tf.random.get_seed, tf.compat.v1.get_seed) keep stock's function, as they should.
-    ctx.replace_attribute(random_seed, "get_seed", _dressed(get_seed, original_get_seed))
+    ctx.replace_attribute(random_seed, "get_seed", noting_get_seed(random_seed.get_seed, context, router.note, ctx))
     return (
         f"stock values through stateless twins for {', '.join(served)}; "
-        f"stable per-use op seeds (values differ from stock) for {', '.join(fallback)}; "
-        "kernels leaked before install stay until the next tf.random.set_seed"
+        f"one op seed per kind (global seed, op, dtypes, attributes: values differ from stock) for "
+        f"{', '.join(fallback)}; kernels leaked before install stay until the next tf.random.set_seed"
     )
-
-
-def _dressed(wrapper: Callable, original: Callable) -> Callable:
-    """The wrapper with the original's name and docstring, marked as ours."""
-    wrapper.__name__ = getattr(original, "__name__", wrapper.__name__)
-    wrapper.__qualname__ = getattr(original, "__qualname__", wrapper.__qualname__)
-    wrapper.__doc__ = original.__doc__
-    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
-    wrapper.__tf_patches__ = NAME  # type: ignore[attr-defined]
-    return wrapper
