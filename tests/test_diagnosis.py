@@ -30,7 +30,7 @@ from tf_patches.core.context import tf_module
 from tf_patches.diagnosis.sampler import Diagnosis
 from tf_patches.core.gate import parse_version
 from tf_patches.patches import keras2_predict_loop, rfft_guard
-from tf_patches.diagnosis.signatures import BY_PATCH
+from tf_patches.diagnosis.signatures import known
 
 from .fresh import run_fresh
 
@@ -43,6 +43,7 @@ KERAS2 = "keras2_predict_loop"
 RFFT = "rfft_guard"
 PY311 = "py311_eager_op_leak"
 
+BY_PATCH = known()  # each registered patch's signature, read from its module through the registry
 # The modes that fix the leak (warn mode fixes nothing).
 APPLY: Dict[str, Dict[str, Any]] = {GRAPH: {"graph_growth_guard": "finalize"}, RFFT: {"rfft_guard": "cpu"}}
 

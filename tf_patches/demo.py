@@ -81,28 +81,16 @@ def run(args: argparse.Namespace) -> int:
 
 def probe() -> Dict[str, Any]:
     """What :func:`run` checks for reproducibility (called in fresh processes): random draws
-    with no seed set (seeded by ``deterministic=True``), and the gradient of
-    ``tf.image.crop_and_resize`` on the CPU, whose threads add overlapping boxes into the image
-    gradient without synchronisation unless op determinism is on (shared/FINDINGS.md). Many
-    boxes on a small image make the threads collide in every computation, not only in a busy
-    machine's runs; three computations make a lucky match unlikelier still."""
-    import numpy as np
+    with no seed set (seeded by ``deterministic=True``), and three gradients of
+    ``tf.image.crop_and_resize`` on the CPU, whose threads race unless op determinism is on (the
+    op_determinism patch's own evidence, which its canary checks too)."""
     import tensorflow as tf
 
-    rng = np.random.default_rng(0)  # fixed data: only the seeds and the op's threads can differ
-    with tf.device("/CPU:0"):  # on a GPU, TF refuses this gradient with determinism on
+    from .patches.op_determinism import crop_and_resize_gradients
+
+    with tf.device("/CPU:0"):
         draws = tf.random.normal([256])
-        image = tf.constant(rng.random((1, 16, 16, 1), dtype=np.float32))
-        boxes = tf.constant(np.sort(rng.random((20_000, 4), dtype=np.float32), axis=1))  # y1 ≤ x1 ≤ y2 ≤ x2
-        box_indices = tf.zeros([20_000], dtype=tf.int32)
-        gradients = []
-        for _ in range(3):
-            with tf.GradientTape() as tape:
-                tape.watch(image)
-                crops = tf.image.crop_and_resize(image, boxes, box_indices, [8, 8])
-                loss = tf.reduce_sum(crops * crops)
-            gradients.append(tape.gradient(loss, image))
-        return {"draws": draws, "crop_and_resize_grad": tf.stack(gradients)}
+    return {"draws": draws, "crop_and_resize_grad": crop_and_resize_gradients()}
 
 
 def leak_child(patched: bool, calls: int, warmup: int, samples: int) -> None:

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import threading
-from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, Callable, List, Mapping, Optional, Tuple
+from dataclasses import dataclass, field
+from types import MappingProxyType, ModuleType
+from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Tuple
 
 from .environment import Environment
 from .gate import Gate, Verdict
 from .options import Option, core_options
+
+if TYPE_CHECKING:  # read from the patch modules; imported by those that declare them
+    from .canary import Finding
+    from .signature import Probe, Signature
 
 PATCH_MODULES: Tuple[str, ...] = (
     "seed_kernel_cache",
@@ -43,14 +48,30 @@ class PatchSpec:
     install: Callable[..., Optional[str]]
     # An advisory patches nothing: when its gate matches, the report and a warning give this advice.
     advise: Optional[Callable[[Environment], str]] = None
+    # Its leak's live signature, counted by `diagnose` (core/signature.py): both or neither.
+    signature: Optional["Signature"] = None
+    probe: Optional[Callable[[], "Probe"]] = None
+    # Its upstream canary, run by scripts/canary.py (core/canary.py).
+    canary: Optional[Callable[[], "Finding"]] = None
+    # apply_all keywords under which it installs on a CPU machine where the defaults do not (an
+    # opt-in asked for, the build it is for described with env=): for the lifecycle suite and the canary.
+    lifecycle_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # (module under tensorflow, attribute) it needs beyond those it replaces: a moved-symbol check.
+    lifecycle_needs: Tuple[Tuple[str, str], ...] = ()
 
     @classmethod
     def from_module(cls, module: ModuleType) -> "PatchSpec":
         missing = [attr for attr in ("NAME", "TITLE", "ISSUE_URL", "GATE") if not hasattr(module, attr)]
         if not (hasattr(module, "install") or hasattr(module, "advise")):
             missing.append("install (or advise, for an advisory)")
+        if hasattr(module, "SIGNATURE") != hasattr(module, "PROBE"):
+            missing.append("PROBE (it declares SIGNATURE)" if hasattr(module, "SIGNATURE")
+                           else "SIGNATURE (it declares PROBE)")
         if missing:
             raise TypeError(f"patch module {module.__name__} lacks {', '.join(missing)}")
+        signature = getattr(module, "SIGNATURE", None)
+        if signature is not None:
+            signature = dataclasses.replace(signature, patch=module.NAME)
         return cls(
             name=module.NAME,
             title=module.TITLE,
@@ -61,6 +82,11 @@ class PatchSpec:
             prepare=getattr(module, "prepare", _nothing),
             install=getattr(module, "install", _nothing),
             advise=getattr(module, "advise", None),
+            signature=signature,
+            probe=getattr(module, "PROBE", None),
+            canary=getattr(module, "canary", None),
+            lifecycle_options=MappingProxyType(dict(getattr(module, "LIFECYCLE_OPTIONS", {}))),
+            lifecycle_needs=tuple(getattr(module, "LIFECYCLE_NEEDS", ())),
         )
 
     def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:
@@ -120,3 +146,8 @@ def all_options() -> Tuple[Option, ...]:
 
 def names() -> Tuple[str, ...]:
     return tuple(spec.name for spec in specs())
+
+
+def by_name(name: str) -> Optional[PatchSpec]:
+    """The registered patch named ``name``, or None."""
+    return next((found for found in specs() if found.name == name), None)

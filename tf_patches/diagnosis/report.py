@@ -2,7 +2,7 @@
 processes that imported TensorFlow, the RSS growth after that import, which known leak
 signatures fired, the memory each explains, the share left unexplained, and the fix.
 
-Memory explained: count × the unit's measured size where :mod:`tf_patches.diagnosis.signatures` has one;
+Memory explained: count × the unit's measured size where the patch's signature has one;
 otherwise fitted, per process, from RSS against the counts over the samples (least squares, after
 the measured kinds are taken out), and marked as fitted.
 """
@@ -13,7 +13,8 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .signatures import BY_PATCH, Signature
+from ..core.signature import Signature
+from .signatures import signature_of
 
 MIB = 1024 * 1024
 _NO_LEAK_ADVICE = (
@@ -94,11 +95,11 @@ class DiagnosisReport:
             for name, onset in snap.get("onsets", {}).items():
                 onsets[name] = min(onsets.get(name, onset), onset)
             # Measured units first; what is left of the growth is fitted against the others.
-            sizes = [BY_PATCH[name].unit_bytes(version) for name in names]
+            sizes = [signature_of(name).unit_bytes(version) for name in names]
             for name, count, size in zip(names, final, sizes):
                 if size is not None:
                     explained[name] = explained.get(name, 0.0) + count * size
-            fired_unknown = [i for i, size in enumerate(sizes) if size is None and final[i] > BY_PATCH[names[i]].floor]
+            fired_unknown = [i for i, size in enumerate(sizes) if size is None and final[i] > signature_of(names[i]).floor]
             if fired_unknown:
                 for index, size in zip(fired_unknown, _fit(samples, sizes, fired_unknown)):
                     explained[names[index]] = explained.get(names[index], 0.0) + final[index] * size
@@ -119,7 +120,7 @@ class DiagnosisReport:
         leaks: List[Leak] = []
         below: Dict[str, int] = {}
         for name, count in counts.items():
-            signature = BY_PATCH[name]
+            signature = signature_of(name)
             if count <= signature.floor:
                 if count:
                     below[name] = count
@@ -241,9 +242,9 @@ class DiagnosisReport:
 
 def _leak(signature: Signature, count: int, span: float, explained: float, fitted: bool,
           onset: Optional[float], command: Optional[List[str]], armed: Sequence[Dict[str, Any]]) -> Leak:
-    from ..core.registry import specs
+    from ..core.registry import by_name
 
-    spec = next((spec for spec in specs() if spec.name == signature.patch), None)
+    spec = by_name(signature.patch)
     issue = spec.issue_url if spec is not None else ""
     version = (armed[0].get("tf_version") if armed else None) or ""
     size = signature.unit_bytes(version)

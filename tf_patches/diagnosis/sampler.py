@@ -6,8 +6,8 @@
         train()
     print(d.report())
 
-A :class:`Diagnosis` arms the probes of :mod:`tf_patches.diagnosis.signatures` when TensorFlow is imported
-(at once if it is), samples the process's RSS and the counts every ``interval`` seconds in a
+A :class:`Diagnosis` arms the probe of every registered patch that declares a signature (its
+module's ``PROBE``, found through the registry) when TensorFlow is imported (at once if it is), samples the process's RSS and the counts every ``interval`` seconds in a
 daemon thread, and removes the probes when stopped. ``tf-patches diagnose -- COMMAND`` arms one
 in every Python process of the command's tree through the bootstrap
 (:func:`arm_from_environment`); each writes its snapshot to a file the command reads at the end.
@@ -25,26 +25,12 @@ import time
 from typing import Any, Dict, List, Optional
 
 from ..core import importhook
+from ..core.memory import resident_bytes as rss_bytes  # by this name since 0.2 (diagnosis.command reads it)
 
 DIRECTORY_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"  # where each process writes <pid>.json
 INTERVAL_VARIABLE = "TF_PATCHES_DIAGNOSE_INTERVAL"
 DEFAULT_INTERVAL = 1.0
 MAX_SAMPLES = 1_000  # past this, every other sample is dropped: a week-long job stays small
-
-
-def rss_bytes(pid: Optional[int] = None) -> Optional[int]:
-    """Resident memory of a process (this one by default), from ``/proc``; psutil elsewhere."""
-    try:
-        with open(f"/proc/{pid or 'self'}/statm", "rb") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import psutil
-
-        return int(psutil.Process(pid or os.getpid()).memory_info().rss)
-    except Exception:
-        return None
 
 
 def thin(samples: List[Any]) -> None:
@@ -72,6 +58,7 @@ class Diagnosis:
         self._thread: Optional[threading.Thread] = None
         self._installer: Any = None
         self._probes: List[Any] = []
+        self._floors: Dict[str, int] = {}  # counts up to this are set-up (the signature's floor)
         self._base: List[int] = []
         self._samples: List[list] = []
         self._onsets: Dict[str, float] = {}
@@ -135,17 +122,16 @@ class Diagnosis:
     def _arm_probes(self, module: Any) -> None:
         from ..core import engine
         from ..core import registry
-        from . import signatures
         from ..core.environment import complete
+        from ..core.signature import EagerExecutions, Installer
 
         env = engine._assumed_or_detected()
         if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it
             env = complete(env, module)
         self._tf_version, self._distribution = env.version, env.distribution
         defaults = {option.name: option.default for option in registry.all_options()}
-        probes = {probe.patch: probe for probe in signatures.PROBES}
-        installer = signatures.Installer()
-        executions = signatures.EagerExecutions()
+        installer = Installer()
+        executions = EagerExecutions()
         for spec in registry.specs():
             verdict, reason = spec.check(env, defaults)
             if verdict is False:
@@ -154,16 +140,17 @@ class Diagnosis:
             if spec.advise is not None:
                 self._conditions.append({"patch": spec.name, "title": spec.title,
                                          "advice": spec.advise(env), "issue": spec.issue_url})
-            probe_class = probes.get(spec.name)
-            if probe_class is None:
+            if spec.probe is None or spec.signature is None:
                 continue
-            probe = probe_class()
             try:
+                probe = spec.probe()
+                probe.patch = spec.name
                 probe.install(installer, executions)
             except Exception as exc:  # a TF internal that moved: said in the report
                 self._failed[spec.name] = f"{type(exc).__name__}: {exc}"
                 continue
             self._probes.append(probe)
+            self._floors[spec.name] = spec.signature.floor
         try:
             executions.install(installer)
         except Exception as exc:
@@ -200,10 +187,8 @@ class Diagnosis:
             now = time.time()
             counts = [self._count(probe) - base for probe, base in zip(self._probes, self._base)]
             self._samples.append([round(now, 3), rss_bytes(), counts])
-            from .signatures import BY_PATCH
-
             for probe, count in zip(self._probes, counts):
-                if count > BY_PATCH[probe.patch].floor and probe.patch not in self._onsets:
+                if count > self._floors[probe.patch] and probe.patch not in self._onsets:
                     self._onsets[probe.patch] = round(now, 3)
             thin(self._samples)
 

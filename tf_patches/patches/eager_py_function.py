@@ -24,8 +24,11 @@ import functools
 import threading
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
+from ..core.memory import KIB
+from ..core.signature import EagerExecutions, Installer, Probe, Signature, attribute_after, by_minor
 from ._py_funcs import release_from_graph
 
 NAME = "eager_py_function"
@@ -116,3 +119,46 @@ def install(ctx: PatchContext) -> str:
         f"tf.py_function wrapped in {len(bindings)} binding(s); eager calls with no tape "
         "recording reuse pooled tokens and free their callbacks"
     )
+
+
+# --- diagnose: the live signature ---------------------------------------------------------------
+SIGNATURE = Signature(
+    unit="eager tf.py_function calls, each a new kernel and a callback kept",
+    # This module's docstring: 39,700 KiB per 1,000 calls on 2.21.0, 43,000 on 2.12.1.
+    unit_bytes=by_minor({"2.12": 43_000 * KIB // 1000}, 39_700 * KIB // 1000), floor=16,
+    fix="pooled tokens: kernels reused, callbacks freed")
+
+
+class FreshPyFuncTokens(Probe):
+    """An eager ``EagerPyFunc`` op run with a token never seen (a new kernel, a callback kept);
+    the patch reuses pooled tokens."""
+
+    watches_eager_ops = True
+
+    def __init__(self) -> None:
+        self._tokens: set = set()
+
+    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        tokens = self._tokens
+
+        def eager_py_func(args: tuple) -> None:
+            token = attribute_after(args, "token")
+            if type(token) is str or type(token) is bytes:
+                tokens.add(token)
+
+        executor.watch("EagerPyFunc", eager_py_func)
+
+    def count(self) -> int:
+        return len(self._tokens)
+
+
+PROBE = FreshPyFuncTokens
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    import tensorflow as tf
+
+    x = tf.constant(1.0)
+    kib = per_1000(lambda: tf.py_function(lambda v: v + 1, [x], tf.float32), 1500, 100)
+    return Finding(kib > 1000, f"{kib:,.0f} KiB per 1,000 eager tf.py_function calls")

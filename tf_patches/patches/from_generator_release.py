@@ -22,12 +22,15 @@ leak them again. Graph-mode calls are left as they are: their graph frees the ca
 
 from __future__ import annotations
 
+import gc
 import threading
 import weakref
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
+from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
+from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 from ._py_funcs import release_from_graph
 
 NAME = "from_generator_release"
@@ -87,3 +90,102 @@ def install(ctx: PatchContext) -> str:
         "from_generator's py-func callbacks live as long as its dataset's variant tensor, "
         "not the global graph"
     )
+
+
+# --- diagnose: the live signature ---------------------------------------------------------------
+SIGNATURE = Signature(unit="Dataset.from_generator datasets gone whose generator is kept",
+                      unit_bytes=by_minor({}, None), floor=4, fix="the generator is freed with its dataset")
+
+
+class KeptGenerators(Probe):
+    """Datasets made eagerly by ``from_generator``, gone, whose py-func callbacks (and so the
+    generator) the global graph still holds in its ``_py_funcs_used_in_graph`` list (read from
+    it: garbage not collected yet is not counted, nor are callbacks the patch took off that list,
+    whichever was installed first)."""
+
+    def __init__(self) -> None:
+        # Per dataset gone: the graph that held its callbacks then, and the callbacks.
+        self._gone: List[Tuple["weakref.ref[Any]", List["weakref.ref[Any]"]]] = []
+        self._lock = threading.Lock()
+
+    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        script_ops = tf_module("python.ops.script_ops")
+        from_generator_op = tf_module("python.data.ops.from_generator_op")
+        context = tf_module("python.eager.context")
+        ops = tf_module("python.framework.ops")
+        registry = script_ops._py_funcs
+        local = threading.local()
+        insert = registry.insert
+        original = from_generator_op._from_generator
+
+        def noting_insert(func: Any) -> Any:
+            token = insert(func)
+            noted = getattr(local, "noted", None)
+            if noted is not None and installer.active:
+                try:
+                    noted.append(weakref.ref(func))
+                except TypeError:
+                    pass
+            return token
+
+        def _from_generator(*args: Any, **kwargs: Any) -> Any:
+            if not installer.active or not context.executing_eagerly():
+                return original(*args, **kwargs)
+            outer, local.noted = getattr(local, "noted", None), []
+            try:
+                dataset = original(*args, **kwargs)
+                noted = local.noted
+            finally:
+                local.noted = outer
+            if noted:
+                # The outermost graph in eager mode: the one TF ties the callbacks to.
+                graph = weakref.ref(ops.get_default_graph())
+                weakref.finalize(dataset._variant_tensor, self._went, graph, noted).atexit = False
+            return dataset
+
+        _from_generator.__wrapped__ = original  # type: ignore[attr-defined]
+        installer.replace(registry, "insert", noting_insert)
+        installer.replace(from_generator_op, "_from_generator", _from_generator)
+
+    def _went(self, graph: "weakref.ref[Any]", refs: List["weakref.ref[Any]"]) -> None:
+        with self._lock:
+            self._gone.append((graph, refs))
+
+    def count(self) -> int:
+        with self._lock:
+            held: Dict[int, set] = {}  # id(graph) -> ids of the callbacks it holds
+            kept = []
+            for graph_ref, refs in self._gone:
+                graph = graph_ref()
+                if graph is None:
+                    continue
+                ids = held.get(id(graph))
+                if ids is None:
+                    ids = held[id(graph)] = set(map(id, list(getattr(graph, "_py_funcs_used_in_graph", ()))))
+                if any(ref() is not None and id(ref()) in ids for ref in refs):
+                    kept.append((graph_ref, refs))
+            # A dataset whose callbacks the graph let go of is done with: it cannot be kept again.
+            self._gone = kept
+            return len(kept)
+
+
+PROBE = KeptGenerators
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    import tensorflow as tf
+
+    class Payload:
+        pass
+
+    refs = []
+    for _ in range(3):
+        payload = Payload()
+        refs.append(weakref.ref(payload))
+        dataset = tf.data.Dataset.from_generator(lambda p=payload: iter([1, 2]), output_types=tf.int32)
+        list(dataset)
+        del dataset, payload
+    gc.collect()
+    kept = sum(ref() is not None for ref in refs)
+    return Finding(kept > 0, f"{kept} of 3 generators' captures kept after the dataset was dropped")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
+from ..core.canary import Finding
 from ..core.environment import Environment
 from ..core.gate import Gate
 from .op_determinism import known_gpu_gaps
@@ -34,3 +35,8 @@ def advise(env: Environment) -> str:
     if raising:
         parts.append(f"with determinism on, TF raises UnimplementedError on GPU for: {', '.join(raising)}")
     return f"TensorFlow {env.version}: " + "; ".join(parts) + " (avoid them, or run them on the CPU)"
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    return Finding(None, "GPU only: NVIDIA's status table, not measurable on a CPU")

@@ -32,12 +32,15 @@ import warnings
 import weakref
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
+from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment
 from ..core.errors import TfPatchesWarning
 from ..core.gate import Gate
+from ..core.memory import KIB
 from ..core.options import Option, choice
 from ..core.frames import LIBRARY_PACKAGES, package_dirs
+from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "graph_growth_guard"
 TITLE = "Session.run loops that add ops to the graph: warn, or finalize the graph"
@@ -243,3 +246,58 @@ def install(ctx: PatchContext) -> str:
         ctx.on_revert("graphs finalized by the guard", guard.unfinalize)
         return f"mode finalize: each Session's graph is finalized at its {WARMUP_RUNS}th run"
     return f"mode warn: a Session whose graph grows before {GROWING_RUNS} runs after its first {WARMUP_RUNS} warns"
+
+
+# --- diagnose: the live signature ---------------------------------------------------------------
+SIGNATURE = Signature(
+    unit="ops added to a Session's graph after its first 10 runs",
+    # FINDINGS.md: 2 ops per run cost +43.9 MiB per 1,000 runs on 2.21.
+    unit_bytes=by_minor({}, int(43.9 * 1024 * KIB / 2000)), floor=32,
+    fix="build every op before the run loop; the guard names the line that adds them "
+        "(finalize mode turns it into an error there)",
+    run_flags=("--graph-growth-guard", "finalize"), apply_kwargs='graph_growth_guard="finalize"')
+
+
+class GraphGrowth(Probe):
+    """Ops added to a Session's graph after its warm-up: the guard's own test, in counting mode."""
+
+    def __init__(self) -> None:
+        self._guard: Any = None
+
+    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        session = tf_module("python.client.session")
+        self._guard = guard = Guard("count", package_dirs(LIBRARY_PACKAGES + ("tf_patches",)))
+        original = session.BaseSession.run
+        counting = guard.wrap(original)
+
+        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if not installer.active:
+                return original(self, *args, **kwargs)
+            return counting(self, *args, **kwargs)
+
+        run.__wrapped__ = original  # type: ignore[attr-defined]
+        installer.replace(session.BaseSession, "run", run)
+
+    def count(self) -> int:
+        return self._guard.added_total if self._guard is not None else 0
+
+
+PROBE = GraphGrowth
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    """A Session loop that adds an op per run: TF still says nothing (no warning, no error)."""
+    import tensorflow as tf
+
+    tf.compat.v1.disable_eager_execution()
+    c = tf.constant(2.0)
+    with tf.compat.v1.Session() as sess, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        before = len(sess.graph.get_operations())
+        for _ in range(200):
+            sess.run(tf.square(c))  # a new op per run, the loop bug the guard catches
+        grown = len(sess.graph.get_operations()) - before
+    silent = not caught
+    return Finding(grown >= 200 and silent, f"+{grown} ops over 200 runs, "
+                                            f"{'no warning' if silent else f'{len(caught)} warning(s)'} from TF")

@@ -30,9 +30,12 @@ import numbers
 from types import ModuleType
 from typing import Any, Mapping, Optional, Tuple
 
-from ..core.context import PatchContext
+from ..core.canary import Finding, per_1000
+from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment, installed_distribution
 from ..core.gate import Gate, parse_version
+from ..core.memory import KIB
+from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "keras2_predict_loop"
 TITLE = "Keras 2 predict() in a loop: one in-memory batch without the leaking tf.data pipeline"
@@ -157,3 +160,51 @@ def install(ctx: PatchContext) -> str:
     ctx.replace_attribute(adapter_cls, "__init__", __init__)
     return (f"{data_adapter.__name__}.TensorLikeDataAdapter: one in-memory batch (no targets, "
             "steps or shuffling) is served by from_tensor_slices().batch(), the rest as before")
+
+
+# --- diagnose: the live signature ---------------------------------------------------------------
+SIGNATURE = Signature(
+    unit="Keras 2 input pipelines built for in-memory data (predict/fit/evaluate calls)",
+    # This module's docstring: 248 KiB per predict on 2.12.1, 268 on 2.14.1.
+    unit_bytes=by_minor({"2.12": 248 * KIB, "2.14": 268 * KIB}, 258 * KIB), floor=8,
+    fix="one in-memory batch served without the leaking pipeline")
+
+
+class KerasPipelines(Probe):
+    """Keras 2's ``TensorLikeDataAdapter`` slicing in-memory data into a new pipeline, eagerly
+    (the patch serves one batch without it)."""
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        context = tf_module("python.eager.context")
+        adapter = adapter_module().TensorLikeDataAdapter
+        original = adapter.slice_inputs
+
+        def slice_inputs(adapter_self: Any, *args: Any, **kwargs: Any) -> Any:
+            if installer.active and context.executing_eagerly():
+                self._count += 1
+            return original(adapter_self, *args, **kwargs)
+
+        slice_inputs.__wrapped__ = original  # type: ignore[attr-defined]
+        installer.replace(adapter, "slice_inputs", slice_inputs)
+
+    def count(self) -> int:
+        return self._count
+
+
+PROBE = KerasPipelines
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    version = keras_version() or "none"
+    if not version.startswith("2."):
+        return Finding(None, f"Keras 2 only; this build has Keras {version}")
+    import tensorflow as tf
+
+    model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
+    data = tf.zeros([8, 4])
+    kib = per_1000(lambda: model.predict(data, verbose=0), 200, 20)
+    return Finding(kib > 50_000, f"{kib:,.0f} KiB per 1,000 predict calls")  # 2.12–2.14: ≈250,000

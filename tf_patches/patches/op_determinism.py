@@ -29,6 +29,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment
 from ..core.errors import logger
@@ -280,3 +281,41 @@ def _on_import(ctx: PatchContext, module_name: str, apply: Callable[[Any], None]
 
     importhook.after_import(module_name, hook)
     ctx.on_revert(f"hook on `import {module_name}`", disarm)
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+LIFECYCLE_OPTIONS = {"deterministic": True}  # opt-in: asked for, it installs on any machine
+# It replaces no attribute: the TF symbol it calls is what a moved-symbol check takes away.
+LIFECYCLE_NEEDS = (("python.framework.config", "enable_op_determinism"),)
+
+
+def crop_and_resize_gradients(runs: int = 3) -> Any:
+    """``runs`` gradients of ``tf.image.crop_and_resize`` on the CPU, on fixed data, stacked: its
+    threads add overlapping boxes into the image gradient without synchronisation unless op
+    determinism is on (shared/FINDINGS.md). Many boxes on a small image make the threads collide
+    in every computation, not only in a busy machine's runs. ``tf-patches demo`` compares them too."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)  # fixed data: only the op's threads can differ
+    with tf.device("/CPU:0"):  # on a GPU, TF refuses this gradient with determinism on
+        image = tf.constant(rng.random((1, 16, 16, 1), dtype=np.float32))
+        boxes = tf.constant(np.sort(rng.random((20_000, 4), dtype=np.float32), axis=1))  # y1 ≤ x1 ≤ y2 ≤ x2
+        box_indices = tf.zeros([20_000], dtype=tf.int32)
+        gradients = []
+        for _ in range(runs):
+            with tf.GradientTape() as tape:
+                tape.watch(image)
+                crops = tf.image.crop_and_resize(image, boxes, box_indices, [8, 8])
+                loss = tf.reduce_sum(crops * crops)
+            gradients.append(tape.gradient(loss, image))
+        return tf.stack(gradients)
+
+
+def canary() -> Finding:
+    import tensorflow as tf
+
+    grads = crop_and_resize_gradients()  # 3 gradients computed in a row
+    if bool(tf.reduce_all(grads == grads[0])):  # the GPU kernels are the main case: a clean CPU says nothing of them
+        return Finding(None, "CPU crop_and_resize gradient repeatable here; GPU kernels need a GPU")
+    return Finding(True, "CPU crop_and_resize gradients differ between runs without op determinism")

@@ -28,12 +28,14 @@ import sys
 import warnings
 from typing import Any, Callable, Iterator, Optional, Set, Tuple
 
+from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment
 from ..core.errors import TfPatchesError, TfPatchesWarning
 from ..core.frames import CodeClassifier, package_dirs
 from ..core.gate import Gate
 from ..core.options import Option, choice
+from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "rfft_guard"
 TITLE = "FFT guard for nvidia-tensorflow 1.15.5: warn, refuse, or run FFT ops on the CPU"
@@ -268,3 +270,72 @@ def install(ctx: PatchContext) -> str:
     if mode == "cpu":
         detail += f", {_gradients_on_cpu(ctx, guard)} FFT gradients on the CPU"
     return detail
+
+
+# --- diagnose: the live signature ---------------------------------------------------------------
+SIGNATURE = Signature(
+    unit="FFT ops not pinned to the CPU on the nvidia-tensorflow 1.15.5 build whose cuFFT ops leak",
+    unit_bytes=by_minor({}, None), floor=0, fix="run them on the CPU (or refuse them)",
+    run_flags=("--rfft-guard", "cpu"), apply_kwargs='rfft_guard="cpu"')
+
+
+def _on_cpu(device: Any) -> bool:
+    """Whether a device name (``/device:CPU:0``, ``/job:localhost/…/device:CPU:0``, ``/cpu:0``)
+    names the CPU; an empty one (placement left to TF: the GPU, on a GPU build) does not."""
+    if type(device) is not str:
+        return False
+    for part in device.upper().split("/"):
+        if part.startswith(("DEVICE:CPU", "CPU:")) or part == "CPU":
+            return True
+    return False
+
+
+class UnsafeFFTs(Probe):
+    """FFT ops built on the unsafe build and not pinned to the CPU (where cuFFT would run them).
+    The op types are the guard's (``FAMILY``); the probe watches the ops, not the functions, so
+    every binding (``tf.signal.rfft``, ``tf.raw_ops.RFFT``, ``dct``, gradients) is seen and the
+    guard's own bindings are left alone. Eager ops: the device asked for when the op runs; graph
+    ops (a Session's, a tf.function's): the device the op was given. With the guard's ``cpu``
+    mode on, whichever was installed first, both name the CPU; in ``error`` mode no op is built."""
+
+    watches_eager_ops = True
+
+    def __init__(self) -> None:
+        self._count = 0
+
+    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        types = frozenset(name.upper() for name in FAMILY)
+
+        def eager(args: tuple) -> None:
+            if not _on_cpu(getattr(args[0], "device_name", None)):
+                self._count += 1
+
+        for op in types:
+            executor.watch(op, eager)
+
+        graph_class = tf_module("python.framework.ops").Graph
+        original = graph_class._create_op_internal
+
+        def _create_op_internal(graph: Any, op_type: Any, *args: Any, **kwargs: Any) -> Any:
+            op = original(graph, op_type, *args, **kwargs)
+            if op_type in types and installer.active and not _on_cpu(getattr(op, "device", None)):
+                self._count += 1
+            return op
+
+        _create_op_internal.__wrapped__ = original  # type: ignore[attr-defined]
+        installer.replace(graph_class, "_create_op_internal", _create_op_internal)
+
+    def count(self) -> int:
+        return self._count
+
+
+PROBE = UnsafeFFTs
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+# The build it is for, described: it installs (and its symbols are checked) on any TF 2.x.
+LIFECYCLE_OPTIONS = {"env": REPORTED_MACHINE}
+
+
+def canary() -> Finding:
+    return Finding(None, "nvidia-tensorflow 1.15.5 with a GPU only (benchmarks/rfft_guard.py on one)")

@@ -28,8 +28,11 @@ import hashlib
 import threading
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
+from ..core.memory import KIB
+from ..core.signature import EagerExecutions, Installer, Probe, Signature, attribute_after, by_minor
 
 NAME = "seed_kernel_cache"
 TITLE = "Stock numbers without the kernel-cache leak of eager random ops under a global seed"
@@ -323,3 +326,71 @@ def install(ctx: PatchContext) -> str:
         f"one op seed per kind (global seed, op, dtypes, attributes: values differ from stock) for "
         f"{', '.join(fallback)}; kernels leaked before install stay until the next tf.random.set_seed"
     )
+
+
+# --- diagnose: the live signature ---------------------------------------------------------------
+SIGNATURE = Signature(
+    unit="fresh stateful random kernels (eager random ops under a global seed, no op seed; "
+         "the most the kernel cache held at once)",
+    # FINDINGS.md: 35,576 KiB per 1,000 calls on 2.21.0, 37,993 on 2.12.1.
+    unit_bytes=by_minor({"2.12": 37_993 * KIB // 1000}, 35_576 * KIB // 1000), floor=256,
+    fix="stock numbers through stateless twins, no kernel per draw")
+
+
+class FreshSeedKernels(Probe):
+    """A fresh ``(seed, seed2)`` pair from ``get_seed`` reaching a stateful random op's eager
+    kernel (the patch's own note; with the patch on, the pair goes to a stateless twin).
+    ``tf.random.set_seed`` (and ``clear_kernel_cache``) empties TF's kernel cache: the count is the
+    most fresh kernels the cache held at once, which is what RSS keeps (freed kernels' memory is
+    reused, not returned), so a loop that re-seeds before a few draws does not read as a leak."""
+
+    watches_eager_ops = True
+
+    def __init__(self) -> None:
+        self._live = 0  # fresh kernels since the cache was last cleared
+        self._peak = 0
+
+    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        random_seed = tf_module("python.framework.random_seed")
+        context = tf_module("python.eager.context")
+        pywrap_tfe = tf_module("python.pywrap_tfe")
+        note = _Note()
+        get_seed = noting_get_seed(random_seed.get_seed, context, note, installer)
+        get_seed.__wrapped__ = random_seed.get_seed  # type: ignore[attr-defined]
+        clear_caches = pywrap_tfe.TFE_ContextClearCaches
+
+        def stateful(args: tuple) -> None:
+            pair = note.pair
+            if pair is None:
+                return
+            if attribute_after(args, "seed2") is pair[1] and attribute_after(args, "seed") is pair[0]:
+                note.pair = None
+                live = self._live = self._live + 1
+                if live > self._peak:
+                    self._peak = live
+
+        def cleared(*args: Any) -> Any:
+            # What set_seed and clear_kernel_cache call (looked up at call time in both).
+            self._live = 0
+            return clear_caches(*args)
+
+        cleared.__wrapped__ = clear_caches  # type: ignore[attr-defined]
+        installer.replace(random_seed, "get_seed", get_seed)
+        installer.replace(pywrap_tfe, "TFE_ContextClearCaches", cleared)
+        for op in STATEFUL_OPS:
+            executor.watch(op, stateful)
+
+    def count(self) -> int:
+        return self._peak
+
+
+PROBE = FreshSeedKernels
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    import tensorflow as tf
+
+    tf.random.set_seed(1234)  # ≈35,000 KiB per 1,000 calls on 2.12–2.21, 0.3 with an op seed
+    kib = per_1000(lambda: tf.random.uniform([]).numpy(), 2000, 200)
+    return Finding(kib > 1000, f"{kib:,.0f} KiB per 1,000 seeded tf.random.uniform calls")

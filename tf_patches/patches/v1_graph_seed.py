@@ -16,6 +16,7 @@ mode; like the workaround, a seeded switch creates the default graph.
 
 from __future__ import annotations
 
+from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
 
@@ -49,3 +50,15 @@ def install(ctx: PatchContext) -> str:
         f"disable_eager_execution wrapped in {len(bindings)} binding(s): the eager global seed "
         "seeds the default graph at the switch"
     )
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    import tensorflow as tf
+
+    tf.random.set_seed(1234)
+    tf.compat.v1.disable_eager_execution()
+    op = tf.random.uniform([]).op
+    seeds = (op.get_attr("seed"), op.get_attr("seed2"))
+    return Finding(seeds == (0, 0), f"graph-mode draw after the switch: seed, seed2 = {seeds}"
+                   + (" (unseeded)" if seeds == (0, 0) else ""))

@@ -3,7 +3,8 @@ script or function give bit-identical results in fresh processes?
 
 - :func:`measure_growth` / :func:`assert_no_leak`: call a function in a loop, read the resident
   set size (``/proc/self/statm``) at evenly spaced points after a warm-up, and fit a slope in
-  bytes per call — the number a leak report needs, without a memory profiler.
+  bytes per call — the number a leak report needs, without a memory profiler. The loop is
+  :mod:`tf_patches.core.memory`'s, the one the patches' canaries and the benchmarks use.
 - :func:`check_reproducible` / :func:`assert_reproducible`: run a script or an importable
   function in fresh interpreters with ``tf_patches.apply_all(deterministic=True, seed=...)``
   applied first, and compare what they produce bit for bit.
@@ -14,165 +15,27 @@ every test session); NumPy is loaded when results are compared.
 
 from __future__ import annotations
 
-import ctypes
-import gc
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
+# The loop and its readings are the engine's (a patch's canary measures with them too).
+from ..core.memory import Growth, Progress, checked_count, measure_growth, rss_bytes
+
+__all__ = ["DEFAULT_MAX_BYTES_PER_ITER", "Growth", "Progress", "measure_growth", "rss_bytes", "assert_no_leak",
+           "Target", "Difference", "Reproduction", "check_reproducible", "assert_reproducible",
+           "child_environment"]
+
 DEFAULT_MAX_BYTES_PER_ITER = 1024
-_PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MODULE_FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
-_MIB = 1024 * 1024
 
-Progress = Callable[[int, int], None]
 Target = Union[str, "os.PathLike[str]", Callable[[], Any]]  # a script, "module:function" or a function
-
-
-def rss_bytes() -> int:
-    """Resident bytes of this process, now (not the peak that ``getrusage`` gives)."""
-    try:
-        with open("/proc/self/statm") as handle:
-            return int(handle.read().split()[1]) * _PAGE_SIZE
-    except OSError as exc:
-        raise RuntimeError(f"measuring memory needs /proc/self/statm (Linux): {exc}") from None
-
-
-def _trimmer() -> Callable[[], Any]:
-    """glibc's ``malloc_trim(0)``, or a no-op where there is none (musl, macOS)."""
-    try:
-        trim = ctypes.CDLL(None).malloc_trim
-    except (AttributeError, OSError):
-        return lambda: None
-    trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return lambda: trim(0)
-
-
-def _settle() -> None:
-    """Free what is garbage, and give the C heap's free pages back to the OS: memory freed
-    earlier (by other tests, say) would otherwise be reused by a leak and hide it from RSS."""
-    gc.collect()
-    _TRIM()
-
-
-_TRIM = _trimmer()
-
-
-@dataclass(frozen=True)
-class Growth:
-    """RSS readings taken while a function was called in a loop.
-
-    ``iterations[i]`` calls had been made when ``rss[i]`` bytes were resident; the first
-    reading is taken before any call, the others from the end of the warm-up on.
-    """
-
-    iterations: Tuple[int, ...]
-    rss: Tuple[int, ...]
-    warmup: int
-    seconds: float  # spent in the calls after warm-up (readings excluded)
-
-    def _measured(self) -> List[Tuple[int, int]]:
-        return [(n, rss) for n, rss in zip(self.iterations, self.rss) if n >= self.warmup]
-
-    @property
-    def slope(self) -> float:
-        """Bytes per call: the least-squares slope of RSS over the readings after warm-up, so
-        one allocator step (the heap grows in chunks) weighs less than in first-to-last."""
-        points = self._measured()
-        mean_x = sum(n for n, _ in points) / len(points)
-        mean_y = sum(rss for _, rss in points) / len(points)
-        spread = sum((n - mean_x) ** 2 for n, _ in points)
-        return sum((n - mean_x) * (rss - mean_y) for n, rss in points) / spread
-
-    @property
-    def growth(self) -> int:
-        """Bytes gained from the end of the warm-up to the last reading."""
-        points = self._measured()
-        return points[-1][1] - points[0][1]
-
-    @property
-    def calls(self) -> int:
-        """Calls measured (after warm-up)."""
-        return self.iterations[-1] - self.warmup
-
-    @property
-    def seconds_per_iteration(self) -> float:
-        return self.seconds / self.calls
-
-    def summary(self) -> str:
-        return (f"{self.slope:,.1f} bytes per call ({self.slope * 1000 / _MIB:,.2f} MiB per 1,000 calls), "
-                f"{self.growth / _MIB:+,.2f} MiB over {self.calls:,} calls after {self.warmup:,} warm-up calls, "
-                f"{self.seconds_per_iteration * 1e6:,.1f} µs per call")
-
-    def table(self) -> str:
-        """The readings, one per line: calls made, RSS, and the change since the end of warm-up."""
-        base = self._measured()[0][1]
-        lines = [f"{'calls':>10}  {'RSS MiB':>10}  {'since warm-up KiB':>18}"]
-        for n, rss in zip(self.iterations, self.rss):
-            since = f"{(rss - base) / 1024:+18,.0f}" if n >= self.warmup else f"{'(before warm-up)':>18}"
-            lines.append(f"{n:>10,}  {rss / _MIB:>10,.1f}  {since}")
-        return "\n".join(lines)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Growth":
-        return cls(iterations=tuple(data["iterations"]), rss=tuple(data["rss"]),
-                   warmup=int(data["warmup"]), seconds=float(data["seconds"]))
-
-
-def measure_growth(fn: Callable[[], Any], iterations: int = 1000, warmup: int = 100, samples: int = 20, *,
-                   progress: Optional[Progress] = None) -> Growth:
-    """Call ``fn()`` ``warmup`` times, then ``iterations`` times more, reading RSS at ``samples``
-    evenly spaced points from the end of the warm-up to the end.
-
-    Before each reading, garbage is collected, so that cyclic garbage Python would free later is
-    not taken for a leak (objects alive before the loop are frozen first, which keeps each
-    collection to microseconds), and the C heap's free pages go back to the OS (glibc
-    ``malloc_trim``), so that a leak cannot hide in memory freed earlier in the process.
-    ``progress(done, total)`` is called after each reading.
-    """
-    if not callable(fn):
-        raise TypeError(f"fn must be a callable taking no arguments, got {fn!r}")
-    iterations = _count("iterations", iterations, minimum=1)
-    warmup = _count("warmup", warmup, minimum=0)
-    samples = _count("samples", samples, minimum=2)
-    if samples > iterations + 1:
-        raise ValueError(f"samples ({samples}) cannot exceed iterations + 1 ({iterations + 1})")
-    marks = [warmup + round(i * iterations / (samples - 1)) for i in range(samples)]
-    total = warmup + iterations
-    freeze = gc.get_freeze_count() == 0  # someone else's freeze is left alone (we could not undo only ours)
-    if freeze:
-        gc.collect()
-        gc.freeze()
-    try:
-        done, seconds = 0, 0.0
-        _settle()
-        readings = [(0, rss_bytes())] if warmup else []
-        for mark in marks:
-            start = time.perf_counter()
-            for _ in range(mark - done):
-                fn()
-            if done >= warmup:
-                seconds += time.perf_counter() - start
-            done = mark
-            _settle()
-            readings.append((done, rss_bytes()))
-            if progress is not None:
-                progress(done, total)
-    finally:
-        if freeze:
-            gc.unfreeze()
-    return Growth(iterations=tuple(n for n, _ in readings), rss=tuple(rss for _, rss in readings),
-                  warmup=warmup, seconds=seconds)
 
 
 def assert_no_leak(fn: Callable[[], Any], max_bytes_per_iter: float = DEFAULT_MAX_BYTES_PER_ITER,
@@ -256,14 +119,14 @@ def check_reproducible(target: Target, runs: int = 2, *, seed: int = 0,
     is called as runs end.
     """
     spec = _target_spec(target, outputs, args)
-    runs = _count("runs", runs, minimum=2)
+    runs = checked_count("runs", runs, minimum=2)
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
     if not isinstance(deterministic, bool):
         raise TypeError(f"deterministic must be True or False, got {deterministic!r}")
     from ..core.seeds import MAX_SEED
 
-    if _count("seed", seed, minimum=0) > MAX_SEED:
+    if checked_count("seed", seed, minimum=0) > MAX_SEED:
         raise ValueError(f"seed must be <= {MAX_SEED} (NumPy's range), got {seed}")
     spec["apply"] = {"deterministic": True, "seed": seed} if deterministic else {"deterministic": False}
     with tempfile.TemporaryDirectory(prefix="tf-patches-repro-") as folder:
@@ -389,14 +252,6 @@ def _value(array: Any, index: Tuple[int, ...]) -> str:
     if array.dtype.kind == "f":  # two floats can print alike and still differ in their last bits
         text += f" (bits 0x{np.array(value, dtype=array.dtype.newbyteorder('>')).tobytes().hex()})"
     return text
-
-
-def _count(name: str, value: Any, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return value
 
 
 def _name(fn: Any) -> str:

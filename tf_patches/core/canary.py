@@ -1,0 +1,27 @@
+"""The canary: is a patch's bug still in the TensorFlow this runs under? (``dev.sh nightly``)
+
+A patch module declares ``canary()`` in its ``# --- canary`` section: a small probe that
+reproduces its bug on stock TensorFlow and returns a :class:`Finding`. ``scripts/canary.py`` runs
+each registered patch's canary in a fresh process, unpatched, then applies the patch with its
+``LIFECYCLE_OPTIONS`` (the ``apply_all`` keywords under which it installs on a CPU machine) and
+reads its report row: still needed, fixed upstream, or broken by a moved symbol.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple, Optional
+
+from .memory import KIB, measure_growth
+
+
+class Finding(NamedTuple):
+    """What a canary found: ``bug`` True where it reproduced, False where stock TF is clean, None
+    where this build cannot tell (GPU-only, NVIDIA-only…); ``measured`` says what it saw."""
+
+    bug: Optional[bool]
+    measured: str
+
+
+def per_1000(fn: Callable[[], Any], calls: int, warmup: int) -> float:
+    """KiB of RSS per 1,000 calls of ``fn`` (least-squares slope over 5 readings after warm-up)."""
+    return measure_growth(fn, calls, warmup, samples=5).slope * 1000 / KIB
