@@ -65,7 +65,9 @@ def tf_module(dotted: str) -> ModuleType:
 def get_original(obj: Any) -> Any:
     """The object a tf-patches replacement stands for (through any number of replacements), or
     ``obj`` itself when it is not an installed replacement."""
-    obj = getattr(obj, "__func__", obj) if type(obj).__name__ == "method" else obj  # a classmethod, bound
+    function = getattr(obj, "__func__", None)  # a bound method (a classmethod read from its class)
+    if function is not None and id(function) in _installed:
+        obj = function
     while id(obj) in _installed:
         replacement, original = _installed[id(obj)]
         if replacement is not obj or original is obj:
