@@ -23,7 +23,7 @@ import json
 import os
 import subprocess
 import sys
-from typing import Any, Dict, Tuple
+from typing import Any, Callable, Dict, Tuple
 
 import tf_patches
 from tf_patches.core import registry
@@ -71,7 +71,9 @@ def run(name: str) -> Dict[str, Any]:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def main(names: Tuple[str, ...]) -> int:
+def main(names: Tuple[str, ...], runner: Callable[[str], Dict[str, Any]] = run) -> int:
+    """One line per patch (every registered one when ``names`` is empty); ``runner`` gets a
+    patch's result: a fresh process each (:func:`run`), or this one (:func:`check`, for a test)."""
     environment = tf_patches.detect()
     tf = f"{environment.distribution} {environment.version}"
     print(f"tf-patches canary on {tf}, Python {environment.python_version}", flush=True)
@@ -83,7 +85,7 @@ def main(names: Tuple[str, ...]) -> int:
                                          "no canary: add canary() to its module's canary section"))
             alarms += 1
             continue
-        result = run(name)
+        result = runner(name)
         if "error" in result:
             print(f"{tf}  {name:26} probe failed: {result['error']}", flush=True)
             alarms += 1

@@ -1,5 +1,7 @@
 """Every registered patch through its whole life, as dd-trace's ``PatchTestCase`` does for its
-integrations: a patch added to ``registry.PATCH_MODULES`` gets each check here by being registered.
+integrations: a patch added to ``registry.PATCH_MODULES`` gets each check here by being registered
+(what it needs to install on this CPU machine is its module's ``LIFECYCLE_OPTIONS``, read from the
+registry; tests/test_registry_discovery.py runs these checks on a patch registered by a test).
 
 Nothing is skipped: a patch that does not apply to this TensorFlow (``keras2_predict_loop`` on
 2.21, the advisories) must say so in its report row, for its gate's reason, and change nothing.
@@ -29,23 +31,19 @@ from tf_patches.patches import rfft_guard
 from .fresh import run_fresh
 
 PATCHES = registry.PATCH_MODULES
-# apply_all keywords under which a patch installs on this CPU machine where the defaults do not:
-# an opt-in patch is asked for, a patch for another build gets that build described (env=).
-ENABLE: Dict[str, Dict[str, Any]] = {
-    "op_determinism": {"deterministic": True},
-    "rfft_guard": {"env": rfft_guard.REPORTED_MACHINE},
-}
-# A TF symbol to take away from a patch that replaces no attribute (the others lose theirs).
-MOVED = {"op_determinism": ("python.framework.config", "enable_op_determinism")}
 USER_MODULE = "lifecycle_user_code"
 
 
 def _spec(name: str) -> registry.PatchSpec:
-    return next(spec for spec in registry.specs() if spec.name == name)
+    found = registry.by_name(name)
+    assert found is not None, f"{name} is not registered"
+    return found
 
 
 def _kwargs(name: str) -> Dict[str, Any]:
-    return ENABLE.get(name, {})
+    """apply_all keywords under which the patch installs on this CPU machine where the defaults do
+    not (its module's LIFECYCLE_OPTIONS): an opt-in asked for, another build described (env=)."""
+    return dict(_spec(name).lifecycle_options)
 
 
 def _apply(name: str) -> tf_patches.Report:
@@ -245,7 +243,8 @@ def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeyp
     for owner in (user, main):
         _hold(owner, "_lifecycle_before_", originals, monkeypatch)  # `from tf... import f` before
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", rfft_guard.UnsafeFFTWarning)  # rfft_guard's own test says it
+        # A patch may warn that user code holds what it replaced (rfft_guard does): its own test says it.
+        warnings.simplefilter("ignore", tf_patches.TfPatchesWarning)
         _check_row(name, _apply(name))
     replaced = _replaced(name)
     assert [r.original for r in replaced] == originals
@@ -304,9 +303,9 @@ def test_a_moved_symbol_fails_that_patch_alone(tf, monkeypatch, name):
     if _check_row(name, baseline) != "applied":
         assert not targets  # nothing installed here, so nothing can move: the row says why
         return
-    if not targets:
-        dotted, attribute = MOVED[name]  # a patch that replaces nothing names what it needs
-        targets = [(tf_module(dotted), attribute)]
+    if not targets:  # a patch that replaces nothing names what it needs (LIFECYCLE_NEEDS)
+        targets = [(tf_module(dotted), attribute) for dotted, attribute in _spec(name).lifecycle_needs]
+        assert targets, f"{name} replaces nothing here: its module must name LIFECYCLE_NEEDS"
     for owner, attribute in targets:
         for home in _homes(owner, attribute):
             monkeypatch.delattr(home, attribute)
@@ -362,9 +361,10 @@ def _config(name: str) -> Tuple[str, Dict[str, Any]]:
     if "env" in kwargs:
         return name, kwargs
     common: Dict[str, Any] = {}
-    for other in ENABLE.values():
-        if "env" not in other:
-            common.update(other)
+    for name in PATCHES:
+        options = _kwargs(name)
+        if "env" not in options:
+            common.update(options)
     return "detected", common
 
 

@@ -1,0 +1,198 @@
+"""A patch registered with ``tf_patches.register()`` gets what a built-in one gets, with no test,
+tool or script edited: the lifecycle suite's checks, ``diagnose`` counting its signature, and the
+canary checking that its bug is still there. All of it is read from the patch's module through
+the registry (``PatchSpec.signature``, ``.probe``, ``.canary``, ``.lifecycle_options``).
+
+The patch, built here as a real module object, fixes a library of its own whose ``remember()``
+keeps every argument it is given (a leak), on GPU machines only: like ``rfft_guard``, its
+``LIFECYCLE_OPTIONS`` describe such a machine, so that the checks install it on this CPU one.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import sys
+import types
+from typing import Any, Dict, List
+
+import pytest
+
+import tf_patches
+from tf_patches.core import registry
+from tf_patches.core.canary import Finding
+from tf_patches.core.context import PatchContext
+from tf_patches.core.gate import Gate
+from tf_patches.core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
+
+from . import test_lifecycle as lifecycle
+from .fresh import ROOT
+from .test_lifecycle import installs  # noqa: F401  (a fixture of the lifecycle checks run here)
+
+NAME = "discovery_kept_arguments"
+LIBRARY = "discovery_leaky_library"
+ISSUE_URL = "https://example.org/discovery/issues/1"
+CALLS = 50
+
+
+def _machine_with_a_gpu() -> Dict[str, Any]:
+    """This TensorFlow, described on a machine with a GPU (the patch's gate needs one)."""
+    env = tf_patches.detect()
+    return {"distribution": env.distribution, "version": env.version, "cuda_version": "12.3",
+            "cudnn_version": "8.9", "gpus": [{"name": "NVIDIA A100-SXM4-40GB", "compute_capability": "8.0"}]}
+
+
+def _library() -> types.ModuleType:
+    library = types.ModuleType(LIBRARY)
+    library.KEPT = []
+
+    def remember(value: Any) -> Any:
+        library.KEPT.append(value)  # the bug: every argument kept for good
+        return value
+
+    library.remember = remember
+    return library
+
+
+def _patch(library: types.ModuleType) -> types.ModuleType:
+    """A patch module of the built-in ones' shape, with a diagnose section and a canary section."""
+    patch = types.ModuleType("discovery_patch")
+    patch.NAME = NAME
+    patch.TITLE = "remember() keeps nothing"
+    patch.ISSUE_URL = ISSUE_URL
+    patch.GATE = Gate(requires_gpu=True)
+
+    def install(ctx: PatchContext) -> str:
+        original = library.remember
+
+        def remember(value: Any) -> Any:
+            if not ctx.active:  # reverted, and held by user code: the library's own, as it is
+                return original(value)
+            return value
+
+        ctx.replace_everywhere(library, "remember", remember)
+        return "remember() keeps nothing"
+
+    patch.install = install
+
+    # --- diagnose: the live signature ---
+    patch.SIGNATURE = Signature(unit="arguments remember() kept", unit_bytes=by_minor({}, 56), floor=8,
+                                fix="the patch keeps nothing")
+
+    class KeptArguments(Probe):
+        def __init__(self) -> None:
+            self._start: Any = None
+
+        def install(self, installer: Installer, executor: EagerExecutions) -> None:
+            self._start = len(library.KEPT)
+
+        def count(self) -> int:
+            return 0 if self._start is None else len(library.KEPT) - self._start
+
+    patch.PROBE = KeptArguments
+
+    # --- canary: is the bug still upstream? ---
+    patch.LIFECYCLE_OPTIONS = {"env": _machine_with_a_gpu()}
+
+    def canary() -> Finding:
+        before = len(library.KEPT)
+        for _ in range(10):
+            library.remember(object())
+        kept = len(library.KEPT) - before
+        return Finding(kept > 0, f"{kept} of 10 arguments kept")
+
+    patch.canary = canary
+    return patch
+
+
+@pytest.fixture
+def library():
+    """The library, imported (in ``sys.modules``), and its patch registered; both gone after (its
+    own MonkeyPatch: a test's, made later, is undone first, with the registry it swapped)."""
+    library = _library()
+    with pytest.MonkeyPatch.context() as patcher:
+        patcher.setitem(sys.modules, LIBRARY, library)
+        tf_patches.register(_patch(library))
+        yield library
+        tf_patches.revert_all()
+        tf_patches.unregister(NAME)
+
+
+def _parameters(function: Any) -> List[str]:
+    return list(inspect.signature(function).parameters)
+
+
+# Every check of the lifecycle suite that takes a patch's name, but those on a fresh interpreter's
+# first apply_all(), which knows only the built-in patches (a registered one is registered later).
+LIFECYCLE_CHECKS = [function for key, function in vars(lifecycle).items()
+                    if key.startswith("test_") and "name" in _parameters(function)
+                    and "first_calls" not in _parameters(function)]
+
+
+def test_the_lifecycle_suite_has_checks_to_run():
+    assert len(LIFECYCLE_CHECKS) >= 5, [check.__name__ for check in LIFECYCLE_CHECKS]
+
+
+@pytest.mark.parametrize("check", LIFECYCLE_CHECKS, ids=lambda check: check.__name__)
+def test_lifecycle_checks_run_on_a_registered_patch(tf, library, request, check):
+    # The fixtures the check takes are made now, after the patch is registered (`installs` counts its installs).
+    arguments = {key: NAME if key == "name" else request.getfixturevalue(key) for key in _parameters(check)}
+    check(**arguments)
+
+
+def test_lifecycle_installs_it_with_the_options_of_its_module(tf, library):
+    report = lifecycle._apply(NAME)  # what each check above applies it with
+    assert report[NAME].status == "applied", report[NAME].reason
+    assert library.remember(1) == 1 and library.KEPT == []
+
+
+def test_diagnose_counts_its_signature_and_names_its_fix(tf, library, monkeypatch):
+    monkeypatch.setenv("TF_PATCHES_ASSUME", json.dumps(_machine_with_a_gpu()))  # the machine it is for
+
+    def program() -> None:
+        for _ in range(CALLS):
+            library.remember(object())
+
+    with tf_patches.diagnose() as diagnosis:
+        program()
+    assert NAME in diagnosis.snapshot()["signatures"]
+    report = diagnosis.report()
+    found = [leak for leak in report.leaks if leak.patch == NAME]
+    assert found, str(report)
+    leak = found[0]
+    assert (leak.count, leak.unit, leak.fix, leak.issue) == (CALLS, "arguments remember() kept",
+                                                             "the patch keeps nothing", ISSUE_URL)
+    assert leak.unit_size == "measured" and leak.explained_bytes == CALLS * 56
+    assert leak.fix_python == "import tf_patches; tf_patches.apply_all()" and NAME in str(report)
+
+    tf_patches.apply_all(only=[NAME])  # the fix: the signature reads nothing
+    with tf_patches.diagnose() as patched:
+        program()
+    assert dict(zip(patched.snapshot()["signatures"], patched.snapshot()["samples"][-1][2]))[NAME] == 0
+    assert NAME not in {leak.patch for leak in patched.report().leaks}
+
+
+@pytest.fixture(scope="module")
+def canary_script() -> types.ModuleType:
+    spec = importlib.util.spec_from_file_location("canary_script", ROOT / "scripts" / "canary.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_canary_checks_its_bug(tf, library, canary_script, capsys):
+    status = canary_script.main((NAME,), runner=canary_script.check)  # in this process: it is registered here
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert status == 0, line
+    assert f"{NAME} " in line and "still needed" in line, line
+    assert "10 of 10 arguments kept; report: applied" in line, line
+
+
+def test_a_signature_without_its_probe_is_refused(library):
+    patch = _patch(library)
+    patch.NAME = "discovery_half_a_signature"
+    del patch.PROBE
+    with pytest.raises(TypeError, match="PROBE"):
+        tf_patches.register(patch)
+    assert "discovery_half_a_signature" not in registry.names()
