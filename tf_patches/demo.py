@@ -96,16 +96,17 @@ def probe() -> Dict[str, Any]:
 def leak_child(patched: bool, calls: int, warmup: int, samples: int) -> None:
     """The loop of TF issue 36164 in this (fresh) process; prints ``progress DONE TOTAL`` lines,
     then one JSON line with the readings and the environment."""
-    import tf_patches
+    from .core.engine import apply_all
+    from .core.environment import detect
 
     if patched:
-        tf_patches.apply_all()
+        apply_all()
     import tensorflow as tf
 
     tf.random.set_seed(SEED)
     growth = measure_growth(lambda: tf.random.uniform([]).numpy(), calls, warmup, samples,
                             progress=lambda done, total: print(f"progress {done} {total}", flush=True))
-    print(json.dumps({"growth": growth.to_dict(), "environment": tf_patches.detect().describe()}))
+    print(json.dumps({"growth": growth.to_dict(), "environment": detect().describe()}))
 
 
 def _leak(patched: bool, sizes: Sizes, display: "_Display", title: str) -> Dict[str, Any]:

@@ -1,0 +1,242 @@
+"""The layout (ARCHITECTURE.md): imports point one way, and the 0.2 paths still import.
+
+Every module of ``tf_patches`` is read with ``ast`` (nothing is imported to check it, and an
+import inside a function counts as much as one at the top; only ``if TYPE_CHECKING:`` blocks
+are left out). Core imports nothing of the patches or the tools; a patch imports core and the
+patches' own modules; no tool imports another tool's private name; nothing inside the package
+imports its top level (whose names are lazy re-exports of the modules below it); core has no
+import cycle.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import sys
+import warnings
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Set
+
+import pytest
+
+from .fresh import ROOT, run_fresh
+
+PACKAGE = "tf_patches"
+SOURCE = ROOT / PACKAGE
+TOOLS = ("autoapply", "diagnosis", "isolation", "testing", "demo", "cli")
+# 0.2 path -> the module it is now (tf_patches/<old>.py is a stub that aliases it until 0.4).
+MOVED = {
+    "engine": "core.engine", "registry": "core.registry", "context": "core.context", "gate": "core.gate",
+    "environment": "core.environment", "options": "core.options", "errors": "core.errors",
+    "reporting": "core.reporting", "importhook": "core.importhook", "frames": "core.frames",
+    "allocator": "autoapply.allocator", "diagnosis_report": "diagnosis.report",
+    "diagnose_command": "diagnosis.command", "signatures": "diagnosis.signatures",
+    "pytest_plugin": "testing.pytest_plugin",
+}
+
+
+def _modules() -> Dict[str, Path]:
+    """Dotted name -> file, for every module of the package."""
+    found = {}
+    for path in sorted(SOURCE.rglob("*.py")):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+MODULES = _modules()
+
+
+def layer(module: str) -> str:
+    """``core``, ``patches``, a tool's name, or ``package`` (the top level, its shims and stubs)."""
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in ("core", "patches") + TOOLS:
+        return parts[1]
+    return "package"
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (getattr(test, "id", None) == "TYPE_CHECKING"
+                                         or getattr(test, "attr", None) == "TYPE_CHECKING")
+
+
+def _nodes(tree: ast.AST) -> Iterator[ast.AST]:
+    """Every node, ``if TYPE_CHECKING:`` blocks left out."""
+    for node in ast.iter_child_nodes(tree):
+        if _type_checking(node):
+            continue
+        yield node
+        yield from _nodes(node)
+
+
+def _base(module: str, level: int) -> str:
+    """The package a relative import of ``level`` dots in ``module`` starts from."""
+    package = module if MODULES[module].name == "__init__.py" else module.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return package
+
+
+class Import:
+    """One import: the module it loads, and the name taken from it (None for ``import x``)."""
+
+    def __init__(self, source: str, line: int, target: str, name: Optional[str], alias: str):
+        self.source, self.line, self.target, self.name, self.alias = source, line, target, name, alias
+
+    def __repr__(self) -> str:
+        what = f"from {self.target} import {self.name}" if self.name else f"import {self.target}"
+        return f"{self.source}:{self.line}: {what}"
+
+
+def imports(module: str) -> List[Import]:
+    """The package's own modules ``module`` imports (``from pkg import submodule`` names the
+    submodule)."""
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    found = []
+    for node in _nodes(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == PACKAGE:
+                    found.append(Import(module, node.lineno, alias.name, None, alias.asname or alias.name))
+        elif isinstance(node, ast.ImportFrom):
+            target = _base(module, node.level) + ("." + node.module if node.module else "") if node.level \
+                else node.module or ""
+            if target.split(".")[0] != PACKAGE:
+                continue
+            for alias in node.names:
+                submodule = f"{target}.{alias.name}"
+                if submodule in MODULES:
+                    found.append(Import(module, node.lineno, submodule, None, alias.asname or alias.name))
+                else:
+                    found.append(Import(module, node.lineno, target, alias.name, alias.asname or alias.name))
+    return found
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_uses(module: str) -> List[str]:
+    """``alias._name`` read on a module of another tool that ``module`` imported as ``alias``."""
+    own = layer(module)
+    aliases = {i.alias: i.target for i in imports(module) if i.name is None and layer(i.target) in TOOLS
+               and layer(i.target) != own}
+    tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
+    return [f"{module}:{node.lineno}: {aliases[node.value.id]}.{node.attr}" for node in _nodes(tree)
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            and node.value.id in aliases and _private(node.attr)]
+
+
+def test_every_module_is_read():
+    assert {"tf_patches.core.engine", "tf_patches.patches.seed_kernel_cache", "tf_patches.diagnosis.sampler",
+            "tf_patches.cli"} <= set(MODULES)
+    assert all(imports(module) is not None for module in MODULES)
+
+
+def test_core_imports_neither_patches_nor_tools():
+    wrong = [i for module in MODULES if layer(module) == "core" for i in imports(module)
+             if layer(i.target) != "core"]
+    assert wrong == []
+
+
+def test_patches_import_only_core_and_the_patches_own_modules():
+    wrong = [i for module in MODULES if layer(module) == "patches" for i in imports(module)
+             if layer(i.target) not in ("core", "patches")]
+    assert wrong == []
+
+
+def test_no_tool_imports_another_tools_private_name():
+    wrong: List[object] = []
+    for module in MODULES:
+        own = layer(module)
+        if own not in TOOLS:
+            continue
+        for i in imports(module):
+            other = layer(i.target)
+            if other in TOOLS and other != own and (
+                    (i.name is not None and _private(i.name)) or any(map(_private, i.target.split(".")))):
+                wrong.append(i)
+        wrong.extend(_private_uses(module))
+    assert wrong == []
+
+
+def test_nothing_inside_the_package_imports_its_top_level():
+    wrong = [i for module in MODULES if module != PACKAGE for i in imports(module) if i.target == PACKAGE]
+    assert wrong == []
+
+
+def _cycle(graph: Dict[str, Set[str]]) -> Optional[List[str]]:
+    """One cycle of ``graph``, as the modules along it, or None."""
+    state: Dict[str, int] = {}  # 1: on the current path, 2: done
+    path: List[str] = []
+
+    def visit(node: str) -> Optional[List[str]]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_core_has_no_import_cycle():
+    graph = {module: {i.target for i in imports(module) if layer(i.target) == "core" and i.target != module}
+             for module in MODULES if layer(module) == "core"}
+    graph = {module: targets - {"tf_patches.core"} for module, targets in graph.items()}  # the package's docstring
+    assert _cycle(graph) is None
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the search finds one
+
+
+# -- the public surface of 0.2 ---------------------------------------------------------------------
+@pytest.mark.parametrize("old", sorted(MOVED))
+def test_a_02_path_imports_with_a_deprecation_warning_as_the_new_module(monkeypatch, old):
+    new = importlib.import_module(f"{PACKAGE}.{MOVED[old]}")
+    monkeypatch.delitem(sys.modules, f"{PACKAGE}.{old}", raising=False)  # imported afresh: it warns again
+    with pytest.warns(DeprecationWarning, match=f"{PACKAGE}.{old} moved to {PACKAGE}.{MOVED[old]}"):
+        module = importlib.import_module(f"{PACKAGE}.{old}")
+    assert module is new
+    assert sys.modules[f"{PACKAGE}.{old}"] is new
+
+
+def test_public_names_still_resolve():
+    import tf_patches
+    import tf_patches.ray
+    import tf_patches.testing
+    from tf_patches import autoapply, diagnosis, isolation
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # none of these is a moved path
+        assert tf_patches.ray is importlib.import_module("tf_patches.isolation.ray")
+        assert isolation.run_isolated is importlib.import_module("tf_patches.isolation.local").run_isolated
+        assert diagnosis.Diagnosis is importlib.import_module("tf_patches.diagnosis.sampler").Diagnosis
+        assert autoapply.command_environment is importlib.import_module("tf_patches.autoapply.run").command_environment
+        assert tf_patches.testing.measure_growth is importlib.import_module("tf_patches.core.memory").measure_growth
+
+
+def test_importing_the_package_imports_neither_tensorflow_nor_packaging():
+    loaded = run_fresh("""
+        import json, sys
+        import tf_patches
+        print(json.dumps([name for name in ("tensorflow", "packaging", "numpy") if name in sys.modules]))
+    """)
+    assert loaded == []
+
+
+def test_layers_are_named_from_the_tree():
+    names = ("core.engine", "patches._py_funcs", "diagnosis.sampler", "demo", "cli", "engine", "ray", "_moved")
+    assert [layer(f"{PACKAGE}.{name}") for name in names] == [
+        "core", "patches", "diagnosis", "demo", "cli", "package", "package", "package"]
