@@ -9,10 +9,15 @@ module (not TensorFlow, which each job imports itself) to find them.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +25,7 @@ import tf_patches
 from tf_patches.core.gate import parse_version
 from tf_patches.isolation.local import (
     IsolatedCrash,
+    IsolatedError,
     IsolatedTimeout,
     IsolationWarning,
     RemoteTraceback,
@@ -29,7 +35,9 @@ from tf_patches.isolation.local import (
 
 from tf_patches.testing import rss_bytes
 
-from .fresh import run_fresh
+from tf_patches.isolation.processes import GRACE_S
+
+from .fresh import ROOT, fresh_env, run_fresh
 
 FOLDS = 5
 IN_PROCESS_MODELS = 10  # ≈5 MiB each on TF 2.21 (+50 MiB measured for 10): far above 3 × the bound
@@ -80,10 +88,101 @@ def exit_without_result() -> None:
     os._exit(3)
 
 
-def sleep_after_writing_pid(path: str) -> None:
-    with open(path, "w") as f:
-        f.write(str(os.getpid()))
+def start_group_and_sleep(path: str, grandchild: str = "sleep 300") -> str:
+    """Start a grandchild (a shell command: no Python, no TF), write "<our pid> <its pid>" to
+    ``path``, then sleep far past any test's time-out."""
+    started = subprocess.Popen(["sh", "-c", grandchild])
+    with open(path + ".tmp", "w") as f:
+        f.write(f"{os.getpid()} {started.pid}")
+    os.replace(path + ".tmp", path)  # whole: the parent polls for it
     time.sleep(120)
+    return path
+
+
+def start_stubborn_group_and_sleep(path: str) -> str:
+    """As above, with a grandchild that ignores SIGTERM: only the SIGKILL after the grace ends it."""
+    return start_group_and_sleep(path, "trap '' TERM; exec sleep 300")
+
+
+def start_grandchild_and_return(path: str) -> int:
+    """Leave a grandchild running, and return at once."""
+    return subprocess.Popen(["sleep", "300"]).pid
+
+
+def return_then_linger(item: int) -> int:
+    """Send the result, then stay 60 s on the way out (multiprocessing joins non-daemon threads)."""
+    threading.Thread(target=time.sleep, args=(60,)).start()
+    return item
+
+
+def linger_or_sleep(item: int) -> int:
+    """items[0] returns and lingers; the others sleep past any test's time-out."""
+    if item == 0:
+        return return_then_linger(item)
+    time.sleep(120)
+    return item
+
+
+class LoadsOnlyInItsChild:
+    """Pickles in its child, fails to unpickle anywhere else (a class whose module the parent
+    lacks, or whose ``__setstate__`` needs the child's state, fails the same way)."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+
+    def __reduce__(self):
+        return _only_in_child, (self.pid,)
+
+
+def _only_in_child(pid: int) -> "LoadsOnlyInItsChild":
+    if os.getpid() != pid:
+        raise RuntimeError("this object is only valid in the process that made it")
+    return LoadsOnlyInItsChild(pid)
+
+
+def unpicklable_here(item: int) -> LoadsOnlyInItsChild:
+    return LoadsOnlyInItsChild(os.getpid())
+
+
+def unpicklable_anywhere(item: int):
+    return lambda: item
+
+
+def live(pid: int) -> bool:
+    """Whether ``pid`` is a process that is not a zombie (a zombie is dead, only not reaped yet
+    by init, which adopted it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except FileNotFoundError:
+        return False
+    return text[text.rindex(")") + 2] != "Z"
+
+
+def group_pids(path) -> list:
+    return [int(pid) for pid in Path(path).read_text().split()]
+
+
+def wait_for_files(paths, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(os.path.exists(path) for path in paths):
+        assert time.monotonic() < deadline, f"not written: {paths}"
+        time.sleep(0.05)
+
+
+def marked_processes(marker: str) -> list:
+    """The live processes whose environment holds ``marker`` (``NAME=value``): every descendant
+    of the process it was given to, wherever it was re-parented."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                with open(f"/proc/{entry}/environ", "rb") as environ:
+                    if marker.encode() in environ.read().split(b"\0") and live(int(entry)):
+                        found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def finalize_mode_in_child() -> dict:
@@ -147,15 +246,36 @@ def test_child_crash_is_named_with_its_exit_status(job, exitcode, words):
     assert job.__name__ in str(caught.value)
 
 
-def test_timeout_kills_the_child(tmp_path):
-    pid_file = tmp_path / "pid"
+def test_timeout_ends_the_childs_whole_group_sigterm_then_sigkill(tmp_path):
+    pid_file = str(tmp_path / "pids")
     started = time.monotonic()
     with pytest.raises(IsolatedTimeout, match="did not finish within 3 s") as caught:
-        run_isolated(sleep_after_writing_pid, str(pid_file), timeout=3)
-    assert time.monotonic() - started < 3 + 5  # killed at the deadline, not when the child is done
-    assert caught.value.exitcode == -signal.SIGKILL
-    with pytest.raises(ProcessLookupError):  # killed and reaped
-        os.kill(int(pid_file.read_text()), 0)
+        run_isolated(start_stubborn_group_and_sleep, pid_file, timeout=3)
+    elapsed = time.monotonic() - started
+    assert caught.value.exitcode == -signal.SIGTERM  # asked first
+    # The grandchild ignores SIGTERM: the SIGKILL after the grace ended it, at the deadline, not
+    # when the child would be done.
+    assert GRACE_S - 0.5 < elapsed - 3 < GRACE_S + 5, elapsed
+    assert [pid for pid in group_pids(pid_file) if live(pid)] == []
+
+
+def test_a_call_that_returns_leaves_nothing_running(tmp_path):
+    grandchild = run_isolated(start_grandchild_and_return, str(tmp_path))
+    assert not live(grandchild)
+
+
+@pytest.mark.parametrize("timeout", [3e6, 10**400], ids=["35 days: past poll()'s 2**31 - 1 ms", "past any float"])
+def test_a_timeout_of_any_finite_size_runs_the_call(timeout):
+    assert run_isolated(add, 2, b=3, timeout=timeout) == 5
+
+
+@pytest.mark.parametrize("timeout", [0, -1, math.nan, math.inf, -math.inf, "5", True, [1]])
+def test_a_timeout_that_is_not_a_positive_finite_number_is_refused_before_anything_starts(timeout):
+    for call in (lambda: run_isolated(add, 1, timeout=timeout),
+                 lambda: tf_patches.map_isolated(add, [1], timeout=timeout)):
+        with pytest.raises(ValueError, match=r"^timeout must be a positive, finite number of seconds"):
+            call()
+    assert multiprocessing.active_children() == []
 
 
 def test_child_applies_the_parents_patches_and_options(tf):
@@ -215,13 +335,6 @@ def segfault_on_one(item: int) -> int:
     return item
 
 
-def sleep_writing_pid(item: str) -> str:
-    with open(item, "w") as f:
-        f.write(str(os.getpid()))
-    time.sleep(120)
-    return item
-
-
 def test_map_isolated_runs_each_item_in_a_fresh_process_in_order():
     results = tf_patches.map_isolated(item_and_pid, range(5), max_in_flight=2)
     assert [item for item, _ in results] == list(range(5))
@@ -248,15 +361,60 @@ def test_map_isolated_failures_name_the_item_and_stop_the_rest(tmp_path):
         tf_patches.map_isolated(segfault_on_one, [0, 1, 2])
     assert crash.value.exitcode == -signal.SIGSEGV
 
-    # A time-out: the item past its deadline is named, and the items still running are killed.
-    slow = [str(tmp_path / f"pid{index}") for index in range(2)]
+    # A time-out: the item past its deadline is named, and the items still running are ended,
+    # with what they started.
+    slow = [str(tmp_path / f"pids{index}") for index in range(2)]
     started = time.monotonic()
-    with pytest.raises(IsolatedTimeout, match=r"sleep_writing_pid\(items\[0\]\) did not finish within 4 s"):
-        tf_patches.map_isolated(sleep_writing_pid, slow, timeout=4, max_in_flight=2)
+    with pytest.raises(IsolatedTimeout, match=r"start_group_and_sleep\(items\[0\]\) did not finish within 4 s"):
+        tf_patches.map_isolated(start_group_and_sleep, slow, timeout=4, max_in_flight=2)
     assert time.monotonic() - started < 4 + 5
-    for path in slow:
-        with pytest.raises(ProcessLookupError):  # killed and reaped, the other item's too
-            os.kill(int(open(path).read()), 0)
+    assert [pid for path in slow for pid in group_pids(path) if live(pid)] == []
+
+
+def test_a_lingering_exit_blocks_neither_the_loop_nor_another_items_timeout():
+    """items[0] returns, then lingers 60 s at exit; items[1] runs past its 4 s: its time-out
+    comes at 4 s, not after items[0]'s 30 s exit grace."""
+    started = time.monotonic()
+    with pytest.raises(IsolatedTimeout, match=r"linger_or_sleep\(items\[1\]\) did not finish within 4 s"):
+        tf_patches.map_isolated(linger_or_sleep, [0, 1], timeout=4, max_in_flight=2)
+    assert time.monotonic() - started < 4 + 8
+
+
+def test_a_result_that_does_not_pickle_either_way_is_an_isolated_error_naming_the_item():
+    with pytest.raises(IsolatedError, match=r"^map_isolated: unpicklable_here\(items\[0\]\) returned a result "
+                                            r"that cannot be unpickled here: RuntimeError: this object is only valid"):
+        tf_patches.map_isolated(unpicklable_here, [0])
+    with pytest.raises(IsolatedError, match=r"^run_isolated: unpicklable_anywhere returned a result that "
+                                            r"cannot be pickled back"):
+        run_isolated(unpicklable_anywhere, 0)
+
+
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT (Ctrl-C)"])
+def test_a_signal_to_the_parent_ends_every_group_and_the_resource_tracker(tmp_path, number):
+    """A parent in map_isolated, two items each with a grandchild; the parent alone is signalled
+    (its children lead sessions of their own: no terminal's Ctrl-C reaches them). Every process
+    the parent started, multiprocessing's resource tracker included, is gone after it."""
+    marker = f"ISOLATION_TEST_MARKER={tmp_path}"
+    paths = [str(tmp_path / f"pids{index}") for index in range(2)]
+    code = ("import sys, tf_patches; from tests.test_isolation import start_group_and_sleep\n"
+            "if __name__ == '__main__':\n"
+            "    tf_patches.map_isolated(start_group_and_sleep, sys.argv[1:], max_in_flight=2)\n")
+    name, value = marker.split("=", 1)
+    parent = subprocess.Popen([sys.executable, "-c", code, *paths], env=fresh_env({name: value}), cwd=str(ROOT),
+                              stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for_files(paths)
+        assert len(marked_processes(marker)) >= 6  # parent, tracker, 2 children, 2 grandchildren
+        parent.send_signal(number)
+        parent.wait(timeout=30)
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+    assert parent.returncode == -number, parent.stderr.read()[-3000:]  # it dies by the signal, as it would have
+    deadline = time.monotonic() + 10  # the tracker leaves when its pipe's last writer is gone
+    while marked_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marked_processes(marker) == []
 
 
 def test_map_isolated_checks_max_in_flight():

@@ -6,32 +6,45 @@ memory grow: 60 small Keras models +390 to +608 MB measured on TF 2.14–2.18, a
 ``clear_session()`` after each does not contain it; a fresh process per fold does
 (shared/FINDINGS.md). Users write that by hand with ``multiprocessing`` and a time-out
 (shared/seeds/003_b221dd53ddd98a95.txt); :func:`run_isolated` is that, with the failure modes
-reported: the child's exception re-raised with its traceback, a crash or a time-out named.
-:func:`fresh_graph` is the in-process remedy, enough for graph-mode growth and older TF.
+reported: the child's exception re-raised with its traceback, a crash or a time-out named, and
+nothing the child started left running (each child leads a session of its own, ended as a
+group). :func:`fresh_graph` is the in-process remedy, enough for graph-mode growth and older TF.
+
+The function, its arguments and its result cross between parent and child as pickles, through
+a pipe between two processes of the same user: that is not a security boundary (whoever can
+write to the pipe can already run code as that user), so nothing is signed.
 """
 
 from __future__ import annotations
 
+import enum
 import gc
-import os
+import math
 import multiprocessing
 import multiprocessing.connection
+import numbers
+import os
 import pickle
 import signal
 import sys
+import threading
 import time
 import traceback
 import warnings
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
 
-from ..core.errors import TfPatchesWarning
+from ..core.errors import TfPatchesWarning, brief
+from . import processes
 
 T = TypeVar("T")
 
-_EXIT_GRACE_S = 30.0  # a child that sent its result but hangs on the way out is killed after this
+_EXIT_GRACE_S = 30.0  # a child that sent its result but lingers on its way out is ended after this
+_MAX_WAIT_S = 3600.0  # one wait at most (see _wait_for_any)
+_POLL_S = 0.05  # while a group is being ended: how often to look whether its members are gone
 _RESULT = "result"
 _RAISED = "raised"
+_UNREADABLE = "unreadable"  # the result came, but does not unpickle here
 _KERAS_MODULES = ("keras", "tf_keras")  # Keras 2 or 3 (TF ≤ 2.15 / ≥ 2.16) and the legacy package
 
 
@@ -77,23 +90,20 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: Optional[float] = No
     tf-patches patches and options as this process. ``fn``, its arguments and its result must
     pickle (``fn`` a module-level function). The child's exception is re-raised here with the
     child's traceback as its ``__cause__``; a crash raises :class:`IsolatedCrash` and a run longer
-    than ``timeout`` seconds kills the child and raises :class:`IsolatedTimeout`.
+    than ``timeout`` seconds (``None`` or a positive number; else ``ValueError``) ends the child
+    and raises :class:`IsolatedTimeout`.
+
+    The child leads a session of its own: whatever it starts goes with it. A time-out, Ctrl-C,
+    or a SIGTERM to this process while it waits (from the main thread) ends that whole process
+    group: SIGTERM, ≈2 s of grace, then SIGKILL. A SIGKILL of this process cannot be caught: its
+    child then runs on to its end.
 
     As with every ``spawn`` start, the child imports the main script again (as ``__mp_main__``):
     a script calling this must keep its work under ``if __name__ == "__main__":``.
     """
-    from ..core.engine import settings  # here: importing this module stays as cheap as tf_patches
-
-    child = _Child(fn, args, kwargs, settings(), "run_isolated", _name(fn), timeout)
-    try:
-        ready = multiprocessing.connection.wait(child.waitables(), child.remaining())
-        kind, value = child.outcome(timed_out=not ready)
-        child.close()
-    finally:
-        child.kill()  # no result (an interrupt here): at once
-    if kind == _RESULT:
-        return value
-    raise _rebuild(*value)
+    seconds = _checked_timeout(timeout)
+    (result,) = _run_calls(fn, [(args, kwargs)], "run_isolated", seconds, limit=1, indexed=False)
+    return result
 
 
 def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optional[float] = None,
@@ -103,51 +113,42 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
     results in the order of ``items``.
 
     The same contract as :func:`run_isolated`, per item: ``timeout`` counts from the start of the
-    item's process. The first failure kills the processes still running, starts no more, and
-    raises: the item's own exception (its traceback as ``__cause__``, which names the item's
-    index, as does a note), or :class:`IsolatedCrash`/:class:`IsolatedTimeout` naming
+    item's process, whatever the other items do. A process that sent its result but lingers on
+    its way out keeps its place for at most 30 s, then its group is ended. The first failure
+    ends the processes still running, starts no more, and raises: the item's own exception (its
+    traceback as ``__cause__``, which names the item's index, as does a note), or
+    :class:`IsolatedCrash`/:class:`IsolatedTimeout`/:class:`IsolatedError` naming
     ``fn(items[i])``. ``tf_patches.ray.map_isolated`` is the same on a Ray cluster.
     """
-    from ..core.engine import settings
-
+    seconds = _checked_timeout(timeout)
     limit = _in_flight_limit(max_in_flight, os.cpu_count() or 1)
-    current = settings()
-    name = _name(fn)
-    queue = list(enumerate(items))
-    queue.reverse()  # popped from the end: items in their order
-    results: Dict[int, Any] = {}
-    total = len(queue)
-    running: Dict[int, _Child] = {}
-    try:
-        while queue or running:
-            while queue and len(running) < limit:
-                index, item = queue.pop()
-                running[index] = _Child(fn, (item,), {}, current, "map_isolated",
-                                        f"{name}(items[{index}])", timeout, index)
-            waitables = {w: child for child in running.values() for w in child.waitables()}
-            deadlines = [r for r in (child.remaining() for child in running.values()) if r is not None]
-            ready = multiprocessing.connection.wait(list(waitables), min(deadlines) if deadlines else None)
-            done = {waitables[w].index: waitables[w] for w in ready}
-            if not ready:  # a deadline passed: outcome() raises IsolatedTimeout for that child
-                done = {index: child for index, child in running.items() if child.remaining() == 0.0}
-            for index, child in sorted(done.items()):
-                kind, value = child.outcome(timed_out=not ready)
-                del running[index]
-                child.close()
-                if kind != _RESULT:
-                    raise _rebuild(*value, where=child.where, index=index)
-                results[index] = value
-    finally:
-        for child in running.values():
-            child.kill()
-    return [results[index] for index in range(total)]
+    return _run_calls(fn, [((item,), {}) for item in items], "map_isolated", seconds, limit, indexed=True)
+
+
+def _checked_timeout(timeout: Any) -> Optional[float]:
+    """``None``, or ``timeout`` as float seconds (``inf`` for an int too large for a float: a
+    deadline past the universe's end); ``ValueError`` for anything else (``inf`` and NaN too: a
+    NaN deadline never passes)."""
+    if timeout is None:
+        return None
+    if isinstance(timeout, numbers.Real) and not isinstance(timeout, bool):
+        try:
+            seconds = float(timeout)
+        except OverflowError:  # an int past 1e308
+            seconds = math.inf if timeout > 0 else -math.inf  # type: ignore[operator]
+            if seconds > 0:
+                return seconds
+        if math.isfinite(seconds) and seconds > 0:
+            return seconds
+    raise ValueError(f"timeout must be a positive, finite number of seconds, or None for no limit; "
+                     f"got {brief(timeout)}")
 
 
 def _in_flight_limit(max_in_flight: Optional[int], default: int) -> int:
     if max_in_flight is None:
         return max(1, default)
     if isinstance(max_in_flight, bool) or not isinstance(max_in_flight, int) or max_in_flight < 1:
-        raise ValueError(f"max_in_flight must be a whole number of at least 1, got {max_in_flight!r}")
+        raise ValueError(f"max_in_flight must be a whole number of at least 1, got {brief(max_in_flight)}")
     return max_in_flight
 
 
@@ -155,73 +156,259 @@ def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or repr(fn)
 
 
+class _Call(NamedTuple):
+    """Which call a child runs, for its messages (and ``index`` for what an item needs)."""
+
+    caller: str  # "run_isolated" or "map_isolated"
+    label: str  # "train" or "train(items[3])"
+    index: int  # the item's index in map_isolated (0 for run_isolated's only call)
+    indexed: bool  # map_isolated: name the item where the call is named
+
+    @property
+    def where(self) -> str:
+        return f"the child process of {self.caller}" + (f", items[{self.index}]" if self.indexed else "")
+
+
+def _run_calls(fn: Any, calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]], caller: str,
+               timeout: Optional[float], limit: int, indexed: bool) -> List[Any]:
+    """Each ``fn(*args, **kwargs)`` of ``calls`` in a child of its own, ``limit`` at a time; their
+    results in order, or the first failure raised once every child's group is ended."""
+    from ..core.engine import settings  # here: importing this module stays as cheap as tf_patches
+
+    current, name = settings(), _name(fn)
+    waiting = list(enumerate(calls))
+    waiting.reverse()  # popped from the end: calls in their order
+    results: Dict[int, Any] = {}
+    running: List[_Child] = []  # in the calls' order: the first failure is the lowest index's
+    failed: Optional[_Child] = None
+    with _ended_by_sigterm():
+        try:
+            while (waiting or running) and failed is None:
+                while waiting and len(running) < limit:
+                    index, (args, kwargs) = waiting.pop()
+                    label = f"{name}(items[{index}])" if indexed else name
+                    running.append(_Child(fn, args, kwargs, current, _Call(caller, label, index, indexed), timeout))
+                _wait_for_any(running)
+                for child in list(running):
+                    child.advance()
+                    if child.failed:
+                        failed = child
+                        break
+                    if child.phase is _Phase.DONE:
+                        running.remove(child)
+                        results[child.call.index] = child.value
+        finally:
+            _end_all(running)  # failed is among them: its exit status is known once this returns
+    if failed is not None:
+        raise failed.error()
+    return [results[index] for index in range(len(calls))]
+
+
+class _Phase(enum.Enum):
+    RUNNING = "running"  # waiting for the result (or a crash, or the deadline)
+    EXITING = "exiting"  # the outcome is in: the child's own exit, within the exit grace
+    ENDING = "ending"  # its process group was sent SIGTERM (then SIGKILL): waiting for it to go
+    DONE = "done"  # gone and reaped (or past all hope: SIGKILL sent and SETTLE_S waited)
+
+
 class _Child:
-    """One spawned interpreter running one call: started at once, waited on through
-    :meth:`waitables` (its pipe and its process sentinel), its outcome read once it is ready."""
+    """One spawned interpreter running one call, in a session of its own. Driven without
+    blocking by :meth:`advance` (called whenever one of its :meth:`waitables` is ready or its
+    :attr:`wake_at` has come) from running to done; its outcome read once it is done."""
 
     def __init__(self, fn: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-                 settings: Optional[Dict[str, Any]], caller: str, label: str,
-                 timeout: Optional[float], index: Optional[int] = None):
-        self.caller, self.label, self.timeout, self.index = caller, label, timeout, index
-        self.where = f"the child process of {caller}" + ("" if index is None else f", items[{index}]")
+                 settings: Optional[Dict[str, Any]], call: _Call, timeout: Optional[float]):
+        self.call, self.timeout = call, timeout
         try:
             payload = pickle.dumps((fn, args, kwargs))
         except Exception as exc:
             raise IsolatedError(
-                f"{caller}: {label} and its arguments must pickle to reach a fresh interpreter "
+                f"{call.caller}: {call.label} and its arguments must pickle to reach a fresh interpreter "
                 f"(a module-level function, not a lambda or a nested function): {exc}"
             ) from exc
         context = multiprocessing.get_context("spawn")
         self.receiver, sender = context.Pipe(duplex=False)
         # Not a daemon: fn may start processes of its own (Keras, tf.data workers).
-        self.process = context.Process(target=_child, args=(sender, payload, settings),
-                                       name=f"{caller}({label})")
-        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.process = context.Process(target=_child, args=(sender, payload, settings, call),
+                                       name=f"{call.caller}({call.label})")
+        self.phase = _Phase.RUNNING
+        self.outcome: Optional[Tuple[str, Any]] = None  # (_RESULT | _RAISED | _UNREADABLE, ...)
+        self.timed_out = self.stopped = self._killed = False
+        self.wake_at = math.inf if timeout is None else time.monotonic() + timeout
         self.process.start()
         sender.close()  # the child's copy is the only writer left: its death reads as end of file
 
+    @property
+    def failed(self) -> bool:
+        """A failure known: a time-out, a crash, an exception (its exit status may come later)."""
+        if self.stopped:
+            return False
+        return self.timed_out or (self.phase is not _Phase.RUNNING
+                                  and (self.outcome is None or self.outcome[0] != _RESULT))
+
+    @property
+    def value(self) -> Any:
+        assert self.outcome is not None and self.outcome[0] == _RESULT
+        return self.outcome[1]
+
     def waitables(self) -> List[Any]:
-        # The sentinel too: a grandchild holding the pipe open must not hide the child's death.
-        return [self.receiver, self.process.sentinel]
+        if self.phase is _Phase.RUNNING:
+            # The sentinel too: a grandchild holding the pipe open must not hide the child's death.
+            return [self.receiver, self.process.sentinel]
+        if self.phase is _Phase.EXITING:
+            return [self.process.sentinel]
+        return []  # ending: the group's other members have no sentinel to wait on (polled)
 
-    def remaining(self) -> Optional[float]:
-        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
+    def next_wake(self) -> float:
+        return min(self.wake_at, time.monotonic() + _POLL_S) if self.phase is _Phase.ENDING else self.wake_at
 
-    def outcome(self, timed_out: bool) -> Tuple[str, Any]:
-        """What the child sent, once its pipe or sentinel is ready (``timed_out``: neither was,
-        by its deadline); raises IsolatedTimeout (killing it) or IsolatedCrash when it ended
-        without sending anything."""
-        process = self.process
-        if self.receiver.poll(0):
+    def advance(self) -> None:
+        """Take every step that is due now; never blocks (but to read a result being sent)."""
+        now = time.monotonic()
+        if self.phase is _Phase.RUNNING:
+            if self.receiver.poll(0):  # the outcome, or end of file: the child died without one
+                self.outcome = self._receive()
+                self.phase, self.wake_at = _Phase.EXITING, now + _EXIT_GRACE_S
+            elif not self.process.is_alive():
+                self.phase = _Phase.EXITING
+            elif now >= self.wake_at:
+                self.timed_out = True
+                self._end(now)
+        if self.phase is _Phase.EXITING and (not self.process.is_alive() or now >= self.wake_at):
+            self._end(now)  # what it left running (usually nothing), or the child lingering at exit
+        if self.phase is _Phase.ENDING:
+            if not self._group_alive() or (self._killed and now >= self.wake_at):
+                self._done()
+            elif not self._killed and now >= self.wake_at:
+                self._signal(signal.SIGKILL)
+                self._killed, self.wake_at = True, now + processes.SETTLE_S
+
+    def stop(self) -> None:
+        """End it now, for no failure of its own (another item failed, an interrupt)."""
+        if self.phase in (_Phase.RUNNING, _Phase.EXITING):
+            self.stopped = True
+            self._end(time.monotonic())
+
+    def error(self) -> BaseException:
+        """The failure, once done: the child's exception rebuilt, or what came of the child."""
+        call, process = self.call, self.process
+        if self.timed_out:
+            return IsolatedTimeout(
+                f"{call.caller}: {call.label} did not finish within {_seconds_text(self.timeout)} s; its "
+                f"process group (child pid {process.pid}) was ended", process.exitcode)
+        if self.outcome is None:
+            return IsolatedCrash(
+                f"{call.caller}: {call.label} ended without a result: its child process (pid "
+                f"{process.pid}) {_describe_exit(process.exitcode)}", process.exitcode)
+        kind, detail = self.outcome
+        if kind == _UNREADABLE:
+            return IsolatedError(f"{call.caller}: {call.label} returned a result that cannot be unpickled "
+                                 f"here: {detail}", process.exitcode)
+        return _rebuild(*detail, where=call.where, index=call.index if call.indexed else None)
+
+    def _receive(self) -> Optional[Tuple[str, Any]]:
+        try:
+            data = self.receiver.recv_bytes()
+        except (EOFError, OSError):  # died before sending, or while sending
+            return None
+        try:
+            return pickle.loads(data)
+        except Exception as exc:  # a class this process lacks, a __setstate__ that raises here...
+            return _UNREADABLE, f"{type(exc).__name__}: {exc}"
+
+    def _end(self, now: float) -> None:
+        self._signal(signal.SIGTERM)
+        self.phase, self.wake_at = _Phase.ENDING, now + processes.GRACE_S
+
+    def _signal(self, number: int) -> None:
+        """Signal the child's process group; the child alone if it has not made its group yet."""
+        try:
+            os.killpg(self.process.pid, number)
+            return
+        except ProcessLookupError:
+            pass  # no such group: not made yet (or already gone)
+        except PermissionError:
+            return
+        if self.process.exitcode is None:  # not reaped: the pid is still this child's
             try:
-                return self.receiver.recv()
-            except EOFError:
-                pass  # the child died before sending anything
-        elif timed_out:
-            self.kill()
-            raise IsolatedTimeout(
-                f"{self.caller}: {self.label} did not finish within {self.timeout:g} s; its child "
-                f"process (pid {process.pid}) was killed", process.exitcode)
-        process.join()
-        raise IsolatedCrash(
-            f"{self.caller}: {self.label} ended without a result: its child process (pid "
-            f"{process.pid}) {_describe_exit(process.exitcode)}", process.exitcode)
+                os.kill(self.process.pid, number)
+            except OSError:
+                pass
 
-    def close(self) -> None:
-        """The result is in (or none will come): let the child exit on its own, within a grace."""
-        if self.process.exitcode is None:
-            self.process.join(_EXIT_GRACE_S)
-        self.kill()
+    def _group_alive(self) -> bool:
+        return self.process.exitcode is None or processes.group_alive(self.process.pid)
 
-    def kill(self) -> None:
+    def _done(self) -> None:
+        self.process.join(processes.SETTLE_S)  # dead or killed: at once, but for a process stuck in the kernel
         self.receiver.close()
-        if self.process.is_alive():  # no result (an interrupt, another item failed) or stuck on its way out
-            self.process.kill()
-        self.process.join()
+        self.phase = _Phase.DONE
 
 
-def _describe_exit(exitcode: int) -> str:
+def _wait_for_any(children: Sequence[_Child]) -> None:
+    """Until one of ``children`` has something to do (at most ``_MAX_WAIT_S``: ``poll()``
+    takes no more than 2**31 - 1 ms, ≈24.8 days; a longer time-out is waited in steps)."""
+    waitables = [w for child in children for w in child.waitables()]
+    wake = min((child.next_wake() for child in children), default=math.inf)
+    multiprocessing.connection.wait(waitables, min(max(0.0, wake - time.monotonic()), _MAX_WAIT_S))
+
+
+def _end_all(children: Sequence[_Child]) -> None:
+    """Ends every child's group at once (SIGTERM to each, the grace, SIGKILL to what is left) and
+    reaps them; returns when all are done."""
+    for child in children:
+        child.stop()
+    while True:
+        left = [child for child in children if child.phase is not _Phase.DONE]
+        if not left:
+            return
+        _wait_for_any(left)
+        for child in left:
+            child.advance()
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while children ran: raised out of the wait so that their groups are ended."""
+
+
+@contextmanager
+def _ended_by_sigterm() -> Iterator[None]:
+    """SIGTERM's default is to die at once, leaving the children (each in a session of its own)
+    running: while this process waits on them from the main thread, and SIGTERM has its
+    default, it raises :class:`_Terminated` instead; once their groups are ended (the callers'
+    ``finally``) this process dies by SIGTERM, as it would have. A second SIGTERM in between is
+    ignored: the groups are being ended already."""
+    state = {"raised": False}
+
+    def on_sigterm(number: int, frame: Any) -> None:
+        if not state["raised"]:
+            state["raised"] = True
+            raise _Terminated()
+
+    installed = False
+    if threading.current_thread() is threading.main_thread():
+        try:
+            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+                signal.signal(signal.SIGTERM, on_sigterm)
+                installed = True
+        except (ValueError, OSError):  # not the main interpreter
+            pass
+    try:
+        yield
+    finally:
+        if installed:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        if state["raised"]:  # the children are ended: die by it
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _seconds_text(seconds: Optional[float]) -> str:
+    return f"{seconds:g}" if seconds is not None else "no"
+
+
+def _describe_exit(exitcode: Optional[int]) -> str:
     """``was killed by SIGSEGV (exit status -11)``, ``exited with status 3``."""
+    if exitcode is None:
+        return "could not be reaped (stuck in the kernel)"
     if exitcode >= 0:
         return f"exited with status {exitcode}"
     try:
@@ -234,8 +421,13 @@ def _describe_exit(exitcode: int) -> str:
     return text
 
 
-def _child(sender: Any, payload: bytes, settings: Optional[Dict[str, Any]]) -> None:
-    """The child's side: apply this tf-patches setup, call ``fn``, send back what came of it."""
+def _child(sender: Any, payload: bytes, settings: Optional[Dict[str, Any]], call: _Call) -> None:
+    """The child's side: lead a session of its own (so that what ``fn`` starts can be ended with
+    it), apply this tf-patches setup, call ``fn``, send back what came of it."""
+    try:
+        os.setsid()
+    except OSError:  # a group leader already (cannot happen to a spawned child): ended by pid only
+        pass
     try:
         if settings is not None:
             from ..core.engine import apply_all
@@ -249,8 +441,8 @@ def _child(sender: Any, payload: bytes, settings: Optional[Dict[str, Any]]) -> N
         sender.send(outcome)
     except Exception as exc:  # the result does not pickle: nothing was sent yet
         try:
-            raise IsolatedError(f"run_isolated: the result could not be pickled back: "
-                                f"{type(exc).__name__}: {exc}") from exc
+            raise IsolatedError(f"{call.caller}: {call.label} returned a result that cannot be pickled "
+                                f"back: {type(exc).__name__}: {exc}") from exc
         except IsolatedError as error:
             sender.send((_RAISED, _describe_exception(error)))
     sender.close()

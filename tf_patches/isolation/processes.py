@@ -1,0 +1,51 @@
+"""What is left of a process tree, and how it is ended: the process table read from ``/proc``
+(Linux), whether a process group still has a live member, and the grace between the SIGTERM
+that asks a group to go and the SIGKILL that makes it. Shared by :mod:`.local` (a process group
+per isolated call) and ``tf-patches diagnose`` (what a command leaves behind)."""
+
+from __future__ import annotations
+
+import os
+from typing import Dict, NamedTuple
+
+GRACE_S = 2.0  # SIGTERM, then this long to exit cleanly (flush, atexit), then SIGKILL
+SETTLE_S = 2.0  # after SIGKILL: how long to wait for the kernel to take the members away
+
+
+class Process(NamedTuple):
+    state: str  # "R", "S", ...; "Z": a zombie, dead, only waiting to be reaped
+    parent: int
+    group: int
+
+
+def table() -> Dict[int, Process]:
+    """Every process of the machine by pid; ``OSError`` where there is no ``/proc``."""
+    processes = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                text = stat.read()
+            # The name, in parentheses, may hold spaces and parentheses: the fields follow the last ')'.
+            state, parent, group = text[text.rindex(b")") + 2:].split()[:3]
+            processes[int(entry)] = Process(state.decode("ascii", "replace"), int(parent), int(group))
+        except (OSError, ValueError, IndexError):
+            continue  # gone since the listing
+    return processes
+
+
+def group_alive(group: int) -> bool:
+    """Whether process group ``group`` has a member that is not a zombie (a zombie is dead
+    already: its new parent, often init, reaps it; an init that never reaps must not make us
+    wait)."""
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # only members we may not signal: nothing more we could do to them
+        return False
+    try:
+        return any(process.group == group and process.state != "Z" for process in table().values())
+    except OSError:
+        return True  # no /proc: the signal's answer
