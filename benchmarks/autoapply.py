@@ -23,7 +23,7 @@ import timeit
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BOOTSTRAP = ROOT / "tf_patches" / "_bootstrap"
+BOOTSTRAP = ROOT / "tf_patches" / "autoapply" / "bootstrap"  # the folder `tf-patches run` puts first on PYTHONPATH
 SMOKE = "--smoke" in sys.argv[1:]
 STARTS = 3 if SMOKE else 40  # python -c pass, per variant
 IMPORTS = 1 if SMOKE else 4  # python -c "import tensorflow", per variant

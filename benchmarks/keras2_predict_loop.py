@@ -8,48 +8,35 @@ an interpreter (scripts/dev.sh bench uses the newest TF, where the patched row r
 
 from __future__ import annotations
 
-from _fresh import run, sized
+from _fresh import Loop, leak_loop, sized
 
 CALLS = sized(300, 5, 0)  # smoke: predict costs ≈0.1 s a call on Keras 3
 WARMUP = sized(20, 2)
-CODE = """
-    import json, time
+SETUP = """
     import numpy as np
-    import tf_patches
-    if {patched}:
-        tf_patches.apply_all(only=["keras2_predict_loop"])
-    import tensorflow as tf
     import keras
-    from tf_patches.testing import rss_bytes
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
                                  tf.keras.layers.Dense(1)])
     x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
-    step = {step}
-    for _ in range({warmup}):
-        step()
-    start, t0 = rss_bytes(), time.perf_counter()
-    for _ in range({calls}):
-        step()
-    seconds = time.perf_counter() - t0
-    print(json.dumps({{"kib_per_call": (rss_bytes() - start) / 1024 / {calls}, "us_per_call": seconds / {calls} * 1e6,
-                      "status": tf_patches.report().status("keras2_predict_loop"),
-                      "versions": f"TF {{tf.__version__}}, Keras {{keras.__version__}}"}}))
 """
-PREDICT = "lambda: model.predict(x, verbose=0)"
+VERSIONS = 'f"TF {tf.__version__}, Keras {keras.__version__}"'
 
 
-def measure(patched: bool, step: str) -> dict:
-    return run(CODE.format(patched=patched, step=step, calls=CALLS, warmup=WARMUP))
+def measure(patched: bool, step: str) -> Loop:
+    return leak_loop("keras2_predict_loop", step, setup=SETUP, calls=CALLS, warmup=WARMUP, patched=patched,
+                     extra=VERSIONS, timeout=None)
 
 
 rows = {
-    "predict, unpatched": measure(False, PREDICT),
-    "predict, patched": measure(True, PREDICT),
-    "model(x) floor": measure(False, "lambda: model(x, training=False).numpy()"),
+    "predict, unpatched": measure(False, "model.predict(x, verbose=0)"),
+    "predict, patched": measure(True, "model.predict(x, verbose=0)"),
+    "model(x) floor": measure(False, "model(x, training=False).numpy()"),
 }
-print(f"model.predict(x) on 8 rows, {CALLS} calls, fresh process each ({rows['predict, patched']['versions']})")
+print(f"model.predict(x) on 8 rows, {CALLS} calls, fresh process each ({rows['predict, patched'].extra})")
 print(f"{'':20}{'KiB/call':>10}{'µs/call':>10}  patch")
 for name, row in rows.items():
-    print(f"{name:20}{row['kib_per_call']:>10.1f}{row['us_per_call']:>10.0f}  {row['status']}")
+    print(f"{name:20}{row.growth.growth / 1024 / CALLS:>10.1f}{row.growth.seconds_per_iteration * 1e6:>10.0f}"
+          f"  {row.status}")
 unpatched, patched = rows["predict, unpatched"], rows["predict, patched"]
-print(f"unpatched / patched µs/call = {unpatched['us_per_call'] / patched['us_per_call']:.1f}x")
+print(f"unpatched / patched µs/call = "
+      f"{unpatched.growth.seconds_per_iteration / patched.growth.seconds_per_iteration:.1f}x")

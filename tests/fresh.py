@@ -1,4 +1,6 @@
-"""Run a snippet in a fresh interpreter and get back what it printed as JSON on its last line."""
+"""Run a snippet in a fresh interpreter and get back what it printed as JSON on its last line; and
+the leak loop the tests and the benchmarks (benchmarks/_fresh.py) share: a TF call repeated in a
+fresh process, with a patch applied first or not, measured by ``tf_patches.testing.measure_growth``."""
 
 from __future__ import annotations
 
@@ -7,8 +9,12 @@ import os
 import subprocess
 import sys
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Tuple
+
+from tf_patches.testing import Growth
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +35,7 @@ def fresh_env(env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
     return full_env
 
 
-def run_fresh(code: str, env: Optional[Dict[str, Optional[str]]] = None, timeout: float = 300) -> Any:
+def run_fresh(code: str, env: Optional[Dict[str, Optional[str]]] = None, timeout: Optional[float] = 300) -> Any:
     """Run ``code`` with ``python -c`` in a fresh process; return ``json.loads`` of its last line.
 
     ``env`` adds to (or, with a value of None, removes from) a copy of this process's environment.
@@ -48,3 +54,54 @@ def run_fresh(code: str, env: Optional[Dict[str, Optional[str]]] = None, timeout
     if not lines:
         raise AssertionError(f"fresh process printed nothing; stderr:\n{proc.stderr[-4000:]}")
     return json.loads(lines[-1])
+
+
+_LOOP_START = """
+import json
+import tf_patches
+if {patched}:
+    tf_patches.apply_all(only=[{patch!r}])
+import tensorflow as tf
+from tf_patches.testing import measure_growth
+"""
+_LOOP_END = """
+growth = measure_growth(lambda: {step}, {calls}, {warmup}, samples={samples})
+print(json.dumps({{"growth": growth.to_dict(), "status": tf_patches.report().status({patch!r}),
+                  "extra": {extra}}}))
+"""
+
+
+@dataclass(frozen=True)
+class Loop:
+    """What one fresh process measured: RSS over the loop, the patch's report status, and the
+    value of the ``extra`` expression after the loop."""
+
+    growth: Growth
+    status: str
+    extra: Any
+
+    @property
+    def growth_mib(self) -> float:
+        """MiB gained from the end of the warm-up to the end of the loop."""
+        return self.growth.growth / 2**20
+
+
+def leak_loop(patch: str, step: str, *, calls: int, warmup: int, setup: str = "", patched: bool = True,
+              samples: int = 2, extra: str = "None", timeout: Optional[float] = 300) -> Loop:
+    """``step`` (an expression; ``tf`` is TensorFlow) called ``warmup`` times, then ``calls`` times,
+    in a fresh interpreter, after ``setup`` (statements) and ``tf_patches.apply_all(only=[patch])``
+    when ``patched``. RSS is read at ``samples`` points after the warm-up, garbage collected and
+    the C heap trimmed before each (so memory freed earlier cannot hide a leak)."""
+    code = (textwrap.dedent(_LOOP_START).format(patched=patched, patch=patch) + textwrap.dedent(setup) + "\n"
+            + textwrap.dedent(_LOOP_END).format(step=step, calls=calls, warmup=warmup, samples=samples,
+                                                patch=patch, extra=extra))
+    result = run_fresh(code, timeout=timeout)
+    return Loop(Growth.from_dict(result["growth"]), result["status"], result["extra"])
+
+
+def unpatched_and_patched(patch: str, step: str, *, side_by_side: bool = True, **loop: Any) -> Tuple[Loop, Loop]:
+    """:func:`leak_loop` without the patch, then with it: two fresh processes, side by side (RSS
+    is per process; a test's time) or one after the other (a benchmark timing them)."""
+    with ThreadPoolExecutor(2 if side_by_side else 1) as pool:
+        unpatched, patched = pool.map(lambda on: leak_loop(patch, step, patched=on, **loop), (False, True))
+    return unpatched, patched
