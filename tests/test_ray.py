@@ -20,13 +20,13 @@ import ray  # not importorskip: CI must run these (scripts/dev.sh installs ray i
 
 import tf_patches
 import tf_patches.ray as tp_ray
-from tf_patches.isolation.local import IsolatedCrash, IsolatedTimeout, RemoteTraceback
+from tf_patches.isolation.local import IsolatedCrash, IsolatedError, IsolatedTimeout, RemoteTraceback
 from tf_patches.core.options import resolve
 from tf_patches.core.registry import all_options
 from tf_patches.testing import rss_bytes
 
 from .fresh import run_fresh
-from .test_isolation import fit_tiny_model
+from .test_isolation import fit_tiny_model, unpicklable_anywhere, unpicklable_here
 
 REUSED_FOLDS = 6  # ≈5 MiB each on TF 2.21: +30 MiB in one reused worker, far above the bound
 FRESH_FOLDS = 3
@@ -120,6 +120,16 @@ def test_runtime_env_options_are_apply_alls_and_round_trip():
         assert str(from_ray.value) == str(from_apply_all.value)
 
 
+def test_map_isolated_refuses_a_bad_timeout_before_ray_starts():
+    initialized = ray.is_initialized()
+    for bad in (math.nan, math.inf, 0, -1, "5"):  # NaN once busy-polled the driver for ever
+        with pytest.raises(ValueError, match=r"^timeout must be a positive, finite number of seconds"):
+            tp_ray.map_isolated(fail_on_one, [0], timeout=bad)
+    with pytest.raises(ValueError, match="max_in_flight"):
+        tp_ray.map_isolated(fail_on_one, [0], max_in_flight=0)
+    assert ray.is_initialized() == initialized
+
+
 def test_importing_tf_patches_and_tf_patches_ray_does_not_import_ray():
     imported = run_fresh("""
         import json, sys
@@ -167,6 +177,15 @@ def test_map_isolated_failures_come_back_as_documented(cluster):
 
     with pytest.raises(IsolatedCrash, match=r"killed_on_one\(items\[1\]\).*WorkerCrashedError"):
         tp_ray.map_isolated(killed_on_one, [0, 1, 2])
+
+    # A result travels as a pickle, as locally: one that does not load on the driver, or does
+    # not pickle at all, is an IsolatedError naming the item.
+    with pytest.raises(IsolatedError, match=r"^map_isolated: unpicklable_here\(items\[0\]\) returned a result "
+                                            r"that cannot be unpickled here: RuntimeError"):
+        tp_ray.map_isolated(unpicklable_here, [0], timeout=1e300)  # past the int64 milliseconds of ray.wait
+    with pytest.raises(IsolatedError, match=r"unpicklable_anywhere\(items\[0\]\) returned a result that cannot "
+                                            r"be pickled back"):
+        tp_ray.map_isolated(unpicklable_anywhere, [0])
 
     # The timeout counts from submission: worker start-up (1-3 s here, busy) is inside it.
     started = time.monotonic()

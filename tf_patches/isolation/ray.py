@@ -22,6 +22,7 @@ Importing this module does not import Ray; :func:`map_isolated` does.
 from __future__ import annotations
 
 import os
+import pickle
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar
 
@@ -103,14 +104,22 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
     The contract of :func:`tf_patches.map_isolated`: the first failure cancels the tasks not done
     and raises: the item's own exception (its traceback as ``__cause__``, naming the item's
     index), :class:`tf_patches.IsolatedCrash` when its worker died (killed, out of memory, a
-    segfault, or a worker that could not start, e.g. without tf-patches), or
-    :class:`tf_patches.IsolatedTimeout` past ``timeout`` seconds from the item's submission.
-    ``max_in_flight`` (default: the cluster's CPUs) bounds the tasks submitted at once.
+    segfault, or a worker that could not start, e.g. without tf-patches),
+    :class:`tf_patches.IsolatedTimeout` past ``timeout`` seconds from the item's submission (a
+    positive, finite number, or None; else ``ValueError``, before anything starts), or
+    :class:`tf_patches.IsolatedError` for a result that does not pickle (it travels as a
+    pickle, as locally). ``max_in_flight`` (default: the cluster's CPUs) bounds the tasks
+    submitted at once.
     """
+    from .local import IsolatedTimeout, _checked_timeout, _in_flight_limit, _name
+
+    seconds = _checked_timeout(timeout)  # checked before Ray starts: a bad call starts nothing
+    if max_in_flight is not None:
+        _in_flight_limit(max_in_flight, 1)
+
     import ray
 
     from ..core.engine import settings
-    from .local import IsolatedCrash, IsolatedError, IsolatedTimeout, _in_flight_limit, _name, _rebuild
 
     if not ray.is_initialized():
         ray.init()
@@ -131,50 +140,76 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
         while queue or running:
             while queue and len(running) < limit:
                 index, item = queue.pop()
-                deadline = None if timeout is None else time.monotonic() + timeout
-                running[remote.remote(fn_ref, item)] = (index, deadline)
-            deadlines = [deadline for _, deadline in running.values() if deadline is not None]
-            wait_s = None if not deadlines else max(0.0, min(deadlines) - time.monotonic())
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=wait_s)
+                deadline = None if seconds is None else time.monotonic() + seconds
+                running[remote.remote(fn_ref, item, index, name)] = (index, deadline)
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=_wait_s(running))
             for ref in ready:
                 index, _ = running.pop(ref)
-                label = f"{name}(items[{index}])"
-                try:
-                    kind, value, pid = ray.get(ref)
-                except (ray.exceptions.WorkerCrashedError, ray.exceptions.OutOfMemoryError,
-                        ray.exceptions.NodeDiedError) as exc:
-                    raise IsolatedCrash(
-                        f"map_isolated: {label} ended without a result: its Ray worker died "
-                        f"({type(exc).__name__}: {' '.join(str(exc).split())}); killed (SIGKILL: out "
-                        f"of memory, if nobody killed it on purpose), crashed, or failed to start "
-                        f"(a worker that cannot import tf_patches does: see the raylet's line above)"
-                    ) from exc
-                except ray.exceptions.RayError as exc:
-                    raise IsolatedError(f"map_isolated: {label}: Ray gave no result: {exc}") from exc
-                if kind != "result":
-                    raise _rebuild(*value, where=f"Ray worker pid {pid} of map_isolated, items[{index}]",
-                                   index=index)
-                results[index] = value
+                results[index] = _result(ray, ref, f"{name}(items[{index}])", index)
             now = time.monotonic()
             for ref, (index, deadline) in list(running.items()):
                 if deadline is not None and now >= deadline:
                     del running[ref]
                     ray.cancel(ref, force=True)
-                    raise IsolatedTimeout(
-                        f"map_isolated: {name}(items[{index}]) did not finish within {timeout:g} s; "
-                        f"its Ray task was cancelled and its worker killed")
+                    raise IsolatedTimeout(f"map_isolated: {name}(items[{index}]) did not finish within "
+                                          f"{seconds:g} s; its Ray task was cancelled and its worker killed")
     finally:
         for ref in running:
             ray.cancel(ref, force=True)
     return [results[index] for index in range(total)]
 
 
-def _call(fn: Callable[[Any], Any], item: Any) -> tuple:
-    """The task: ``fn(item)`` in this worker; its exception described as run_isolated's child
-    does (so it comes back with its traceback as the cause, not as Ray's wrapper)."""
-    from .local import _describe_exception
+def _wait_s(running: Mapping[Any, tuple]) -> Optional[float]:
+    """Until the nearest deadline, in steps that Ray's wait (milliseconds, like poll()) takes."""
+    from .local import _MAX_WAIT_S
+
+    deadlines = [deadline for _, deadline in running.values() if deadline is not None]
+    if not deadlines:
+        return None
+    return min(max(0.0, min(deadlines) - time.monotonic()), _MAX_WAIT_S)
+
+
+def _result(ray: Any, ref: Any, label: str, index: int) -> Any:
+    """The item's result, or its failure raised as tf_patches.map_isolated raises it."""
+    from .local import IsolatedCrash, IsolatedError, _rebuild
 
     try:
-        return "result", fn(item), os.getpid()
+        kind, value, pid = ray.get(ref)
+    except (ray.exceptions.WorkerCrashedError, ray.exceptions.OutOfMemoryError,
+            ray.exceptions.NodeDiedError) as exc:
+        raise IsolatedCrash(
+            f"map_isolated: {label} ended without a result: its Ray worker died "
+            f"({type(exc).__name__}: {' '.join(str(exc).split())}); killed (SIGKILL: out "
+            f"of memory, if nobody killed it on purpose), crashed, or failed to start "
+            f"(a worker that cannot import tf_patches does: see the raylet's line above)"
+        ) from exc
+    except ray.exceptions.RayError as exc:
+        raise IsolatedError(f"map_isolated: {label}: Ray gave no result: {exc}") from exc
+    if kind != "result":
+        raise _rebuild(*value, where=f"Ray worker pid {pid} of map_isolated, items[{index}]", index=index)
+    try:
+        return pickle.loads(value)
+    except Exception as exc:  # a class this process lacks, a __setstate__ that raises here...
+        raise IsolatedError(f"map_isolated: {label} returned a result that cannot be unpickled here: "
+                            f"{type(exc).__name__}: {exc}") from exc
+
+
+def _call(fn: Callable[[Any], Any], item: Any, index: int, name: str) -> tuple:
+    """The task: ``fn(item)`` (``items[index]``) in this worker, its result pickled here (so that
+    one that does not unpickle on the driver is named as locally, not lost in Ray's wrapper);
+    its exception described as run_isolated's child does (so it comes back with its traceback as
+    the cause)."""
+    from .local import IsolatedError, _describe_exception
+
+    try:
+        result = fn(item)
     except Exception as exc:
         return "raised", _describe_exception(exc), os.getpid()
+    try:
+        return "result", pickle.dumps(result), os.getpid()
+    except Exception as exc:
+        try:
+            raise IsolatedError(f"map_isolated: {name}(items[{index}]) returned a result that cannot be "
+                                f"pickled back: {type(exc).__name__}: {exc}") from exc
+        except IsolatedError as error:
+            return "raised", _describe_exception(error), os.getpid()
