@@ -33,6 +33,8 @@ _EXPORTS = {
     "RemoteTraceback": "isolation.local",
     "IsolationWarning": "isolation.local",
     "GraphGrowthWarning": "patches.graph_growth_guard",
+    "derive_seed": "core.seeds",
+    "seed_everything": "patches.op_determinism",
     "diagnose": "diagnosis.sampler",
     "Diagnosis": "diagnosis.sampler",
     "DiagnosisReport": "diagnosis.report",

@@ -34,6 +34,7 @@ from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment
 from ..core.errors import logger
 from ..core.gate import Gate, parse_version
+from ..core import seeds
 from ..core.seeds import MAX_SEED
 from ..core.options import Option, flag, whole_number
 
@@ -131,7 +132,7 @@ def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
 
 
 def prepare(ctx: PatchContext) -> None:
-    seed = _seed(ctx.options)
+    seed, _ = seed_decision(ctx.options)
     # Set only while they can still work; install() sets any missing one and says it came late.
     if "tensorflow" not in sys.modules:
         for variable, value in environment_switches(ctx.env).items():
@@ -141,7 +142,7 @@ def prepare(ctx: PatchContext) -> None:
 
 
 def install(ctx: PatchContext) -> str:
-    seed = _seed(ctx.options)
+    seed, origin = seed_decision(ctx.options)
     switches = environment_switches(ctx.env)
     late = [variable for variable, value in switches.items() if os.environ.get(variable) != value]
     for variable in late:
@@ -155,11 +156,7 @@ def install(ctx: PatchContext) -> str:
                   "only if none ran yet; call apply_all() before importing TensorFlow")
     else:
         switch = f"{_assignments(switches)} before `import tensorflow`"
-    seeded = _seed_everything(ctx, seed)
-    default = ""
-    if ctx.options.get("seed") is None:
-        default = " (the default; choose with seed= or TF_PATCHES_SEED)"
-    parts = [switch, f"seed {seed}{default} for {', '.join(seeded)}", _torch_state()]
+    parts = [switch, f"seed {seed}{origin} for {', '.join(_seed_everything(ctx, seed))}", _torch_state()]
     silent, raising = known_gpu_gaps(ctx.env)
     if silent:
         parts.append(f"still non-deterministic on GPU in TF {ctx.env.version}: {', '.join(silent)}")
@@ -178,6 +175,46 @@ def _seed(options: Mapping[str, Any]) -> int:
     return DEFAULT_SEED if seed is None else seed
 
 
+def seed_decision(options: Mapping[str, Any]) -> Tuple[int, str]:
+    """(the seed for this process; where it came from, for the report). A process started by one
+    that tf-patches seeded with the same seed gets a seed derived from its identity instead (the
+    same seed would repeat the parent's streams); a fan-out's item gets the seed derived for it."""
+    seed = _seed(options)
+    origin = seeds.assigned()
+    if origin is not None:
+        return seed, f" ({origin})"
+    parent = seeds.seeded_parent()
+    if parent is not None and parent[1] == seed:
+        # Left unseeded, TF's random ops would raise under op determinism; seeded alike, it would
+        # repeat the parent's streams. Its identity among its siblings gives it a seed of its own.
+        identity = seeds.process_identity()
+        derived = seeds.derive_seed(seed, *identity)
+        call = f"derive_seed({', '.join(map(repr, (seed, *identity)))})"
+        return derived, (
+            f" ({call[:160]}{'…' if len(call) > 160 else ''}: process {parent[0]}, which started "
+            f"this one, was seeded with {seed}, and the same seed would repeat its streams; to choose: "
+            f"tf_patches.seed_everything(tf_patches.derive_seed({seed}, worker_id)))")
+    if options.get("seed") is None:
+        return seed, " (the default; choose with seed= or TF_PATCHES_SEED)"
+    return seed, ""
+
+
+def seed_everything(seed: int) -> List[str]:
+    """Seed Python's ``random``, NumPy's global generator, TensorFlow's global seed, an imported
+    Keras and PyTorch with ``seed``, as ``apply_all(deterministic=True)`` does; return what was
+    seeded. For a worker of your own (``worker_init_fn``, a pool initializer), with a seed of its
+    own: ``seed_everything(derive_seed(seed, worker_id))``. Processes this one starts then know it
+    was seeded (``TF_PATCHES_SEEDED_BY``) and are not seeded with the same seed again."""
+    seeds.check_seed(seed)
+    seeded = _seed_streams(seed)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.manual_seed(seed)
+        seeded.append("PyTorch")
+    os.environ[seeds.SEEDED_BY_VARIABLE] = seeds.marker(seed)
+    return seeded
+
+
 def _installed(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
@@ -193,15 +230,21 @@ def _enable_op_determinism(ctx: PatchContext) -> None:
 
 
 def _seed_everything(ctx: PatchContext, seed: int) -> List[str]:
-    """Seed Python, NumPy, TF and an imported Keras; return what was seeded."""
+    """Seed Python, NumPy, TF and an imported Keras, and mark the process seeded for its children;
+    return what was seeded."""
+    context = tf_module("python.eager.context")
+    previous = context.global_seed()
+    ctx.on_revert("TensorFlow global seed", lambda: context.set_global_seed(previous))
+    ctx.set_environ(seeds.SEEDED_BY_VARIABLE, seeds.marker(seed))
+    return _seed_streams(seed)
+
+
+def _seed_streams(seed: int) -> List[str]:
     import numpy
 
     random.seed(seed)
     numpy.random.seed(seed)
-    context = tf_module("python.eager.context")
-    previous = context.global_seed()
     tf_module("python.framework.random_seed").set_random_seed(seed)
-    ctx.on_revert("TensorFlow global seed", lambda: context.set_global_seed(previous))
     seeded = ["random", "NumPy", "TensorFlow"]
     # An imported Keras holds generator state of its own; one imported later derives it from
     # the seeds above.
