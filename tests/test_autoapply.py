@@ -194,6 +194,22 @@ def test_malloc_preloads_the_allocator_in_the_command(name):
     assert "allocator: the C library's malloc" in plain.stdout, plain.stderr
 
 
+def test_malloc_preloads_only_an_absolute_path_of_one_piece(tmp_path, monkeypatch):
+    """LD_LIBRARY_PATH entries that are relative (each process of the tree would look from its own
+    working directory) or hold a space (LD_PRELOAD would split the path in two) are passed over,
+    though they hold the library."""
+    try:
+        installed = allocator.find("tcmalloc")
+    except allocator.AllocatorNotFound as exc:
+        pytest.fail(f"the --malloc tests need the allocator installed (scripts/dev.sh test does, as root): {exc}")
+    for folder in ("lib", "my libs"):
+        (tmp_path / folder).mkdir()
+        shutil.copy(installed, tmp_path / folder / Path(installed).name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("LD_LIBRARY_PATH", f"lib:{tmp_path / 'my libs'}")
+    assert allocator.find("tcmalloc") == installed
+
+
 @pytest.mark.parametrize("name", sorted(allocator.ALLOCATORS))
 def test_malloc_without_the_library_fails_before_the_command_starts(tmp_path, name):
     """A machine without the library, as far as the search can tell: it looks in an empty folder."""

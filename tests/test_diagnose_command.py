@@ -22,6 +22,7 @@ from tf_patches import cli
 from tf_patches.diagnosis import command as diagnose_command
 from tf_patches.diagnosis import sampler as diagnosis
 from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from tf_patches.isolation import processes
 
 from .fresh import ROOT, fresh_env
 
@@ -126,8 +127,9 @@ def test_child_interpreter_is_counted(unpatched):
 def test_output_and_exit_status_pass_through(unpatched):
     assert unpatched.returncode == 3, unpatched.stderr[-3000:]
     lines = unpatched.stdout.strip().splitlines()
-    assert lines[0] == "the script's own output"
-    assert len(lines) == 2 and lines[1].startswith("{")  # one JSON object, after the command's output
+    # One JSON object, on a line of its own after the command's output (an empty line between:
+    # whether the command's last line ended is not known).
+    assert lines[:2] == ["the script's own output", ""] and len(lines) == 3 and lines[2].startswith("{")
     assert _last_json(unpatched.stdout)["exit_status"] == 3
     assert "exit status 3" in unpatched.stderr  # the text report, on stderr
 
@@ -245,6 +247,51 @@ def test_closed_stdout_keeps_the_exit_status():
     assert "Traceback" not in err and "BrokenPipe" not in err
 
 
+def test_the_report_file_is_written_when_the_reader_of_stdout_and_stderr_has_gone(tmp_path):
+    # `tf-patches diagnose --output r.json -- CMD 2>&1 | head`: the text report meets a closed pipe.
+    output = tmp_path / "r.json"
+    proc = subprocess.Popen(DIAGNOSE + ["--output", str(output), "--", "sh", "-c", "sleep 0.5; exit 4"],
+                            env=fresh_env({"PYTHONUNBUFFERED": None}), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, cwd=str(ROOT), start_new_session=True)
+    proc.stdout.close()
+    assert proc.wait(timeout=60) == 4
+    assert json.loads(output.read_text())["exit_status"] == 4
+
+
+def test_closed_stderr_and_a_last_line_without_its_newline():
+    # `2>&-`: the text report goes nowhere (not to stdout); `--json` still starts on a line of its own.
+    proc = subprocess.run(["sh", "-c", 'exec "$@" 2>&-', "sh", *DIAGNOSE, "--json", "--", "printf", "progress 100%%"],
+                          env=fresh_env(), capture_output=True, text=True, timeout=60, cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stdout
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "progress 100%" and len(lines) == 2, proc.stdout
+    assert json.loads(lines[1])["exit_status"] == 0
+
+
+def test_a_command_killed_by_sigkill_kills_diagnose_so_after_ending_what_it_left_running():
+    """The command leaves two background processes, one ignoring SIGTERM, and SIGKILLs itself:
+    both are ended (the second by SIGKILL after the grace), the report is printed, and
+    diagnose dies by SIGKILL as the command did (not 137, as before)."""
+    script = ('sleep 300 & echo $!; (trap "" TERM; exec sleep 301) & echo $!; sleep 0.2; kill -9 $$')
+    started = time.monotonic()
+    proc = subprocess.run(DIAGNOSE + ["--", "sh", "-c", script], env=fresh_env(), capture_output=True, text=True,
+                          timeout=60, cwd=str(ROOT))
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    assert "killed by SIGKILL" in proc.stderr
+    left = [int(pid) for pid in proc.stdout.split()]
+    assert len(left) == 2 and not any(_live(pid) for pid in left)
+    assert processes.GRACE_S - 0.5 < time.monotonic() - started < 30
+
+
+def _live(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            text = stat.read()
+    except FileNotFoundError:
+        return False
+    return text[text.rindex(")") + 2] != "Z"  # a zombie is dead: init, its new parent, reaps it
+
+
 def test_a_failing_report_keeps_the_exit_status(monkeypatch, capsys):
     from tf_patches.diagnosis.report import DiagnosisReport
 
@@ -313,10 +360,28 @@ def test_commands_that_cannot_run(tmp_path, capsys):
     assert cli.main(["diagnose", "--", "tf-patches-no-such-command"]) == 127
     assert cli.main(["diagnose", "--", ""]) == 127
     assert cli.main(["diagnose", "--", str(not_executable)]) == 126
-    assert cli.main(["diagnose", "--output", str(tmp_path / "no" / "such" / "r.json"), "--", "true"]) == 2
+    unwritten = tmp_path / "r.json"
+    assert cli.main(["diagnose", "--output", str(unwritten), "--", "tf-patches-no-such-command"]) == 127
+    assert not unwritten.exists()  # checked writable before the start, and not left behind empty
     err = capsys.readouterr().err
     assert "no command given" in err and "command not found: tf-patches-no-such-command" in err
-    assert "cannot run" in err and "no such folder" in err
+    assert "cannot run" in err
+
+
+@pytest.mark.parametrize("option, path, problem", [
+    ("--output", "", "a file name is needed"), ("--output", "  ", "a file name is needed"),
+    ("--output", "{tmp}/no/such/r.json", "no such folder"), ("--output", "{tmp}", "is a folder"),
+    ("--output", "/dev/full", "not a regular file"), ("--output", "/proc/version", "cannot write it"),
+    ("--plot", "", "a file name is needed"), ("--plot", "{tmp}", "is a folder"),
+], ids=["empty", "blank", "no-folder", "a-folder", "dev-full", "unwritable", "plot-empty", "plot-folder"])
+def test_an_unusable_output_file_is_refused_before_the_command_starts(tmp_path, capsys, option, path, problem):
+    started = tmp_path / "started"
+    status = cli.main(["diagnose", option, path.format(tmp=tmp_path), "--", "touch", str(started)])
+    err = capsys.readouterr().err
+    assert status == 2 and not started.exists(), err
+    if option == "--plot" and not HAS_MATPLOTLIB:
+        problem = "--plot needs matplotlib"
+    assert err.startswith(f"tf-patches diagnose: {option} ") and problem in err, err
 
 
 def test_plot_without_matplotlib_says_so_before_the_command_runs(tmp_path, monkeypatch, capsys):

@@ -177,6 +177,15 @@ def test_run_passes_good_options_as_variables(monkeypatch):
     assert env.get("TF_PATCHES_EXCLUDE") == os.environ.get("TF_PATCHES_EXCLUDE")  # blank: not passed
 
 
+def test_report_json_into_a_pipe_whose_reader_has_gone_prints_no_traceback():
+    # `tf-patches report --json | head -1`: head leaves before the report is written.
+    proc = subprocess.Popen([sys.executable, "-m", "tf_patches", "report", "--json", "--no-import"],
+                            env=fresh_env(), cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and err == "", err
+
+
 def test_run_with_an_empty_command_name_says_not_found(capsys):
     assert main(["run", "--", ""]) == autoapply.EXIT_NOT_FOUND
     assert capsys.readouterr().err == "tf-patches run: command not found: '' (an empty command name)\n"
@@ -205,7 +214,7 @@ def test_an_empty_only_variable_is_unset(monkeypatch, value):
     assert set(reasons.values()) == {"TensorFlow is not installed"}
 
 
-@pytest.mark.parametrize("how", [{"TF_PATCHES_ONLY": "none"}, {"TF_PATCHES_ONLY": " None "}, {"only": "none"},
+@pytest.mark.parametrize("how", [{"TF_PATCHES_ONLY": "none"}, {"TF_PATCHES_ONLY": " none "}, {"only": "none"},
                                  {"only": []}, {"only": ()}])
 def test_only_none_or_an_empty_list_turns_every_patch_off(monkeypatch, how):
     for variable, value in how.items():
@@ -215,6 +224,49 @@ def test_only_none_or_an_empty_list_turns_every_patch_off(monkeypatch, how):
     reasons = _reasons(**keywords)
     assert len(reasons) == len(registry.names())
     assert all(reason.startswith("off: only= names no patch") for reason in reasons.values()), reasons
+
+
+@pytest.mark.parametrize("text", ["None", "NONE", " nOnE "])
+def test_only_none_in_another_case_is_ambiguous_and_refused_everywhere(monkeypatch, text):
+    """``None`` reads as Python's only=None (every patch), ``none`` is the off switch: a variable
+    spelled so warns once and is ignored (every patch, the default); a keyword or a flag is refused."""
+    monkeypatch.setenv("TF_PATCHES_ONLY", text)
+    options._warned.clear()
+    with pytest.warns(ConfigWarning, match=r"ignoring TF_PATCHES_ONLY=.*is ambiguous: none \(in lower case\)") as caught:
+        reasons = _reasons()
+    assert len([w for w in caught if issubclass(w.category, ConfigWarning)]) == 1
+    assert set(reasons.values()) == {"TensorFlow is not installed"}  # decided as with no only= at all
+    with pytest.raises(ValueError, match="^only: .*is ambiguous"):
+        tf_patches.apply_all(only=text, env=NOT_INSTALLED)
+    assert _flag(ONLY_OPTION, text) is None
+
+
+ONLY_OPTION = next(option for option in registry.all_options() if option.name == "only")
+
+
+def test_blank_text_is_unset_for_every_variable(monkeypatch):
+    for variable in [option.env_var for option in registry.all_options()] + ["TF_PATCHES_ASSUME"]:
+        monkeypatch.setenv(variable, " \t ")
+    options._warned.clear()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConfigWarning)
+        report = tf_patches.apply_all()
+    assert report.environment.source == "detected"  # not an assume-file named "   "
+
+
+def test_a_bad_value_of_any_size_or_type_is_quoted_briefly(monkeypatch):
+    """A file name of 100,000 characters comes back whole in the OSError: not in the warning."""
+    monkeypatch.setenv("TF_PATCHES_ASSUME", "a" * 100_000)
+    options._warned.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        tf_patches.apply_all(only="none")
+        options.resolve([ONLY_OPTION], {}, environ={"TF_PATCHES_ONLY": ["no_such_patch"] * 10_000})  # not text
+    messages = [str(w.message) for w in caught if issubclass(w.category, ConfigWarning)]
+    assert [message.split("=")[0] for message in messages] == ["tf-patches: ignoring TF_PATCHES_ASSUME",
+                                                               "tf-patches: ignoring TF_PATCHES_ONLY"]
+    assert all(len(message) < 1000 and "a" * 100 not in message for message in messages), messages
+    assert "File name too long" in messages[0]
 
 
 def test_exclude_none_excludes_nothing():

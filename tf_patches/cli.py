@@ -11,6 +11,7 @@ import sys
 from typing import Dict, List, Optional
 
 from ._version import __version__
+from .core import streams
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -22,7 +23,7 @@ def _report(args: argparse.Namespace) -> int:
         try:
             env = Environment.from_json_file(args.assume)
         except (OSError, ValueError, TypeError) as exc:
-            print(f"tf-patches: cannot read --assume {args.assume}: {exc}", file=sys.stderr)
+            streams.write(sys.stderr, f"tf-patches: cannot read --assume {args.assume}: {exc}\n")
             return 2
     apply_all(env=env)
     if not args.no_import:
@@ -36,9 +37,10 @@ def _report(args: argparse.Namespace) -> int:
 
     result = report()
     if args.json:
-        print(json.dumps({**result.to_dict(), "allocator": describe_loaded()}, indent=2))
+        text = json.dumps({**result.to_dict(), "allocator": describe_loaded()}, indent=2)
     else:
-        print(f"{result}\nallocator: {describe_loaded()}")
+        text = f"{result}\nallocator: {describe_loaded()}"
+    streams.write(sys.stdout, text + "\n")  # `| head` may have left: no traceback for it
     return 0
 
 

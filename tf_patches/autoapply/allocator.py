@@ -42,6 +42,8 @@ ALLOCATORS: Dict[str, Allocator] = {
         ),
     )
 }
+# What separates LD_PRELOAD's entries (the dynamic loader takes spaces and colons).
+_PRELOAD_SEPARATORS = frozenset(" \t\n:")
 # Where distributions put shared libraries when the ldconfig cache is not there to ask (Alpine).
 _STANDARD_DIRS = ("/usr/local/lib", "/usr/lib64", "/usr/lib", "/lib64", "/lib")
 
@@ -64,14 +66,17 @@ def search_dirs() -> List[str]:
 
 
 def find(name: str) -> str:
-    """The path of ``name``'s library (a key of :data:`ALLOCATORS`) that this interpreter's
-    architecture can load; raises :class:`AllocatorNotFound` naming the package to install."""
+    """The absolute path of ``name``'s library (a key of :data:`ALLOCATORS`) that this
+    interpreter's architecture can load; raises :class:`AllocatorNotFound` naming the package to
+    install. A relative path would be looked up from each process's own working directory, and
+    one with a space or a colon would be split in two: ``LD_PRELOAD`` gets neither."""
     allocator = ALLOCATORS[name]
     dirs = search_dirs()
     for soname in allocator.sonames:
         for directory in dirs:
-            path = os.path.join(directory, soname)
-            if os.path.isfile(path) and _same_architecture(path):
+            path = os.path.normpath(os.path.join(directory, soname))
+            if (os.path.isabs(path) and not _PRELOAD_SEPARATORS.intersection(path) and os.path.isfile(path)
+                    and _same_architecture(path)):
                 return path
     raise AllocatorNotFound(
         f"{name} is not installed: no {' / '.join(allocator.sonames[:2])} found for this machine's "

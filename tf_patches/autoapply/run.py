@@ -20,6 +20,7 @@ from typing import Callable, Dict, List, Sequence, TypeVar, Union
 from . import allocator
 from .bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 from .bootstrap import sitecustomize as bootstrap
+from ..core import streams
 from ..core.options import Option, flag, unset
 from ..core.registry import all_options
 
@@ -50,12 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     command = command_of(args)
     if not command:
-        print("tf-patches run: no command given (tf-patches run [options] -- COMMAND...)", file=sys.stderr)
+        _say("tf-patches run", "no command given (tf-patches run [options] -- COMMAND...)")
         return 2  # a usage error, as argparse's own
     try:
         env = command_environment(args)
     except allocator.AllocatorNotFound as exc:
-        print(f"tf-patches run: --malloc {args.malloc}: {exc}", file=sys.stderr)
+        _say("tf-patches run", f"--malloc {args.malloc}: {exc}")
         return EXIT_FAILED
     return _exec(command, env)
 
@@ -131,13 +132,17 @@ def start_or_status(program: str, command: Sequence[str], start: Callable[[], T]
     """``start()`` (an exec, or a Popen for ``tf-patches diagnose``), or, where the command cannot
     start, the exit status ``env`` and ``timeout`` give, after one line on stderr naming ``program``."""
     if not command[0]:  # execvpe and Popen raise ValueError/PermissionError for it; as for `env ""`
-        print(f"{program}: command not found: '' (an empty command name)", file=sys.stderr)
+        _say(program, "command not found: '' (an empty command name)")
         return EXIT_NOT_FOUND
     try:
         return start()
     except FileNotFoundError:
-        print(f"{program}: command not found: {command[0]}", file=sys.stderr)
+        _say(program, f"command not found: {command[0]}")
         return EXIT_NOT_FOUND
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in an argument or variable
-        print(f"{program}: cannot run {command[0]}: {exc}", file=sys.stderr)
+        _say(program, f"cannot run {command[0]}: {exc}")
         return EXIT_CANNOT_RUN
+
+
+def _say(program: str, message: str) -> None:
+    streams.write(sys.stderr, f"{program}: {message}\n")  # stderr closed: nowhere, not stdout

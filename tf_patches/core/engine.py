@@ -317,7 +317,7 @@ def environment_argument(env: Any) -> Optional[Environment]:
 
 def _assumed_or_detected() -> Environment:
     path = os.environ.get(ASSUME_VARIABLE)
-    if path:
+    if not unset(path):
         try:
             if path.lstrip().startswith("{"):  # inline JSON: tf_patches.ray.runtime_env(env=...)
                 return Environment.from_json_text(path, source=f"assumed from {ASSUME_VARIABLE}")

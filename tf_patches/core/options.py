@@ -2,9 +2,10 @@
 and a ``tf-patches run`` flag each.
 
 One converter per option validates all three. Keywords win over variables, variables over
-defaults; blank text (``""``) means unset wherever it comes from. A bad keyword raises (the caller
-can fix their code); a bad variable warns once and is ignored (a typo in a job's environment must
-not stop the job); a bad flag stops ``tf-patches run`` before the command starts.
+defaults; blank text (``""``, or only spaces) means unset wherever it comes from. A bad keyword
+raises (the caller can fix their code); a bad variable warns once and is ignored (a typo in a
+job's environment must not stop the job), quoting no more than a short prefix of the value; a
+bad flag stops ``tf-patches run`` before the command starts.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
 _PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
 NONE = "none"  # as a patch-name list: no patch (TF_PATCHES_ONLY=none turns tf-patches off)
+_QUOTED = 80  # a bad value is quoted up to this many characters (errors.brief)
+_MAX_PROBLEM = 600  # what is wrong with it, at most (the valid patch names fit)
 
 
 @dataclass(frozen=True)
@@ -92,13 +95,18 @@ def whole_number(maximum: int) -> Callable[[Any], int]:
 
 
 def names(valid: Sequence[str]) -> Callable[[Any], Tuple[str, ...]]:
-    """Patch names: comma-separated text or an iterable of strings; ``"none"`` (or ``[]``) names none."""
+    """Patch names: comma-separated text or an iterable of strings; ``"none"`` (or ``[]``) names
+    none. ``None`` or ``NONE`` in text is refused: it reads as Python's ``only=None``, which
+    means every patch, where ``none`` means no patch at all."""
 
     def convert(value: Any) -> Tuple[str, ...]:
         if isinstance(value, str):
             items = [part.strip() for part in value.split(",") if part.strip()]
-            if [item.lower() for item in items] == [NONE]:
+            if items == [NONE]:
                 return ()
+            if [item.lower() for item in items] == [NONE]:
+                raise ValueError(f"{brief(value)} is ambiguous: {NONE} (in lower case) applies no patch, "
+                                 f"while only=None applies them all (leave the setting unset for that)")
             if not items:  # "," would otherwise turn every patch off unseen
                 raise ValueError(f"{brief(value)} names no patch; {NONE} names none on purpose")
         elif isinstance(value, Iterable) and not isinstance(value, (bytes, Mapping)):
@@ -127,17 +135,27 @@ def core_options(patch_names: Sequence[str]) -> Tuple[Option, ...]:
     )
 
 
-_warned: Set[Tuple[str, str]] = set()
+_warned: Set[Tuple[str, Any]] = set()
 
 
-def warn_config(variable: str, value: str, problem: str) -> None:
-    """Warn once per process about a bad setting, naming what is valid; the program goes on."""
-    if (variable, value) in _warned:
+def warn_config(variable: str, value: Any, problem: str) -> None:
+    """Warn once per process about a bad setting, naming what is valid; the program goes on.
+    The value is quoted briefly, here and where ``problem`` repeats it (``File name too long:
+    '<the whole value>'``)."""
+    key = (variable, value if isinstance(value, (str, bytes)) else brief(value))  # a list is unhashable
+    if key in _warned:
         return
-    _warned.add((variable, value))
-    message = f"tf-patches: ignoring {variable}={brief(value)}: {problem}"
+    _warned.add(key)
+    message = f"tf-patches: ignoring {variable}={brief(value)}: {_bounded(problem, value)}"
     logger.info(message)  # the warning below is what users see; logging would repeat it
     warnings.warn(message, ConfigWarning, stacklevel=_caller_level())
+
+
+def _bounded(problem: str, value: Any) -> str:
+    if isinstance(value, (str, bytes)) and len(value) > _QUOTED:
+        text = value if isinstance(value, str) else value.decode("utf-8", "replace")
+        problem = problem.replace(repr(value), brief(value)).replace(text, brief(value)[1:-1])
+    return problem if len(problem) <= _MAX_PROBLEM else problem[:_MAX_PROBLEM] + "..."
 
 
 def _caller_level() -> int:

@@ -5,13 +5,17 @@ The command runs as a child (not ``exec``: this process stays to sample the whol
 report at the end) in ``tf-patches run``'s environment plus ``TF_PATCHES_DIAGNOSE_DIR``: the
 bootstrap arms :mod:`tf_patches.diagnosis.sampler` in every Python process of the tree, and each that
 imports TensorFlow writes its snapshot there. The report goes to stderr (``--json``: one JSON
-object on stdout after the command's own output; ``--output FILE``: to the file instead).
+object on a line of its own on stdout, after the command's own output; ``--output FILE``: to the
+file instead, checked before the command starts and written before anything else, so that a
+closed stdout or stderr cannot lose it).
 
 The command's output, exit status and signal death pass through: SIGTERM, SIGHUP, SIGUSR1 and
 SIGUSR2 are forwarded to it; SIGINT and SIGQUIT are ignored here while it runs (the terminal sends
-them to the command's process group already), so a Ctrl-C still gets its report. Like
-``tf-patches run``: 2 for no command, 126 when the command cannot run, 127 when it is not found,
-125 when tf-patches itself fails before starting it.
+them to the command's process group already), so a Ctrl-C still gets its report. What the command
+leaves running when it ends (found by the diagnosis directory in its environment) is ended
+before the report: SIGTERM, a grace, SIGKILL. Like ``tf-patches run``: 2 for no command or an
+unusable output file, 126 when the command cannot run, 127 when it is not found, 125 when
+tf-patches itself fails before starting it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
+from ..core import streams
+from ..isolation import processes
 from . import sampler as diagnosis
 
 HELP = "run a command (patches off unless asked) and say which known TensorFlow leak it has"
@@ -44,8 +50,11 @@ Sample = Tuple[float, int]  # (wall time, bytes): RSS of the command's whole pro
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
-                        help="also print the report as one JSON object on stdout, after the command's output")
-    parser.add_argument("--output", metavar="FILE", help="write the JSON report to FILE instead of stdout")
+                        help="also print the report as one JSON object on a line of its own on stdout, after "
+                             "the command's output")
+    parser.add_argument("--output", metavar="FILE",
+                        help="write the JSON report to FILE instead of stdout (checked before the command "
+                             "starts)")
     parser.add_argument("--plot", metavar="FILE.png",
                         help="draw RSS over time with the leaks' onsets marked (needs matplotlib: "
                              "pip install 'tf-patches[plot]')")
@@ -61,12 +70,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     command = autoapply.command_of(args)
     if not command:
-        print("tf-patches diagnose: no command given (tf-patches diagnose [options] -- COMMAND...)",
-              file=sys.stderr)
+        _say("no command given (tf-patches diagnose [options] -- COMMAND...)")
         return 2
     problem = _unusable_outputs(args)
     if problem:
-        print(f"tf-patches diagnose: {problem}", file=sys.stderr)
+        _say(problem)
         return 2
     interval = args.interval or diagnosis.DEFAULT_INTERVAL
     directory = tempfile.mkdtemp(prefix="tf-patches-diagnose-")
@@ -74,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             env = _child_environment(args, directory, interval)
         except allocator.AllocatorNotFound as exc:
-            print(f"tf-patches diagnose: --malloc {args.malloc}: {exc}", file=sys.stderr)
+            _say(f"--malloc {args.malloc}: {exc}")
             return autoapply.EXIT_FAILED
         with _Signals() as signals:
             child = _start(command, env)
@@ -83,6 +91,7 @@ def run(args: argparse.Namespace) -> int:
             signals.started(child)
             interim = (lambda samples: _interim(directory, command, samples)) if args.interval else None
             returncode, samples = _watch(child, interval, interim)
+            _end_leftovers(directory)
             _report_at_exit(args, directory, command, returncode, samples)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -101,13 +110,37 @@ def _seconds(text: str) -> float:
 
 def _unusable_outputs(args: argparse.Namespace) -> Optional[str]:
     """What would fail only at the end, said before a long command runs for nothing."""
-    if args.plot and importlib.util.find_spec("matplotlib") is None:
+    if args.plot is not None and importlib.util.find_spec("matplotlib") is None:
         return ("--plot needs matplotlib, which is not installed here: "
                 "pip install 'tf-patches[plot]' (or matplotlib)")
     for option, path in (("--output", args.output), ("--plot", args.plot)):
-        folder = os.path.dirname(os.path.abspath(path)) if path else None
-        if folder is not None and not os.path.isdir(folder):
-            return f"{option} {path}: no such folder: {folder}"
+        problem = _unwritable(path) if path is not None else None
+        if problem:
+            return f"{option} {path!r}: {problem}" if not path.strip() else f"{option} {path}: {problem}"
+    return None
+
+
+def _unwritable(path: str) -> Optional[str]:
+    """Why a report could not be written to ``path`` at the end, found out now: the file is
+    created (and removed again: it is written whole at the end) or, when it exists, opened for
+    appending, which changes nothing in it."""
+    if not path.strip():
+        return "a file name is needed"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"no such folder: {folder}"
+    if os.path.isdir(path):
+        return "is a folder"
+    existed = os.path.lexists(path)
+    if existed and not os.path.isfile(path):  # a device (/dev/full), a FIFO (would block), a broken link
+        return "not a regular file"
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            os.remove(path)
+    except OSError as exc:
+        return f"cannot write it: {exc.strerror or exc}"
     return None
 
 
@@ -128,6 +161,54 @@ def _start(command: Sequence[str], env: Dict[str, str]) -> Union[subprocess.Pope
     # Inherited fds and stdio as they are, as `tf-patches run`'s exec keeps them.
     return autoapply.start_or_status("tf-patches diagnose", command,
                                      lambda: subprocess.Popen(list(command), env=env, close_fds=False))
+
+
+def _end_leftovers(directory: str) -> None:
+    """End what the command left running when it ended (background jobs, daemons, workers its
+    death orphaned): every process whose environment carries this run's diagnosis directory,
+    wherever it was re-parented. SIGTERM, ``GRACE_S`` to go, then SIGKILL. Linux (``/proc``)."""
+    marker = f"{diagnosis.DIRECTORY_VARIABLE}={directory}".encode()
+    for number, wait_s in ((signal.SIGTERM, processes.GRACE_S), (signal.SIGKILL, processes.SETTLE_S)):
+        left = _marked(marker)
+        for pid in left:
+            try:
+                os.kill(pid, number)
+            except OSError:
+                pass
+        deadline = time.monotonic() + wait_s
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            left = [pid for pid in left if _live(pid)]
+        if not left:
+            return
+
+
+def _marked(marker: bytes) -> List[int]:
+    """The live processes (not zombies) whose environment holds ``marker`` (``NAME=value``)."""
+    try:
+        table = processes.table()
+    except OSError:
+        return []
+    found = []
+    for pid, process in table.items():
+        if pid == os.getpid() or process.state == "Z":
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as environ:
+                if marker in environ.read().split(b"\0"):
+                    found.append(pid)
+        except OSError:  # gone, or another user's
+            continue
+    return found
+
+
+def _live(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+        return text[text.rindex(b")") + 2:][:1] != b"Z"
+    except (OSError, ValueError):
+        return False
 
 
 class _Signals:
@@ -197,7 +278,7 @@ def _sample_tree(root: int, samples: List[Sample]) -> None:
 def _tree(root: int) -> List[int]:
     """``root`` and its descendants: from /proc on Linux, psutil elsewhere, else ``root`` alone."""
     try:
-        parents = _parents_from_proc()
+        table = processes.table()
     except OSError:
         try:
             import psutil
@@ -206,30 +287,14 @@ def _tree(root: int) -> List[int]:
         except Exception:
             return [root]
     children: Dict[int, List[int]] = {}
-    for pid, parent in parents.items():
-        children.setdefault(parent, []).append(pid)
+    for pid, process in table.items():
+        children.setdefault(process.parent, []).append(pid)
     tree, queue = [], [root]
     while queue:
         pid = queue.pop()
         tree.append(pid)
         queue.extend(children.get(pid, ()))
     return tree
-
-
-def _parents_from_proc() -> Dict[int, int]:
-    """pid -> parent pid of every process; OSError where there is no /proc."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                text = stat.read()
-            # The name, in parentheses, may hold spaces and parentheses: the fields follow the last ')'.
-            parents[int(entry)] = int(text[text.rindex(b")") + 2:].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue  # gone since the listing
-    return parents
 
 
 # -- the report -------------------------------------------------------------------------------
@@ -271,43 +336,41 @@ def _report_at_exit(args: argparse.Namespace, directory: str, command: Sequence[
 
 
 def _say(message: str) -> None:
-    try:
-        print(f"tf-patches diagnose: {message}", file=sys.stderr, flush=True)
-    except Exception:
-        pass  # no stderr to say it on
+    streams.write(sys.stderr, f"tf-patches diagnose: {message}\n")  # no stderr: nowhere (not stdout)
 
 
 def _interim(directory: str, command: Sequence[str], samples: Sequence[Sample]) -> None:
     try:
         report = _report(directory, command, None, samples)
         text = str(report) if report.processes else "no process has imported TensorFlow yet"
-        print(f"-- interim report (the command still runs) --\n{text}\n", file=sys.stderr, flush=True)
     except Exception as exc:  # a report must never stop the command
         _say(f"no interim report: {type(exc).__name__}: {exc}")
+        return
+    streams.write(sys.stderr, f"-- interim report (the command still runs) --\n{text}\n\n")
 
 
 def _output(args: argparse.Namespace, report: Any) -> None:
-    """Text to stderr; JSON to --output or stdout; the plot. Each failure is said, not raised."""
-    print(report, file=sys.stderr, flush=True)
+    """The files first (--output, --plot), then the text to stderr and the JSON to stdout, where
+    a reader gone (``2>&1 | head``) or a stream closed loses only what was for it. Each failure
+    is said, not raised."""
     data = report.to_dict()
-    if args.output:
+    if args.output is not None:
         try:
             with open(args.output, "w", encoding="utf-8") as out:
                 json.dump(data, out, indent=2)
                 out.write("\n")
-        except OSError as exc:
+        except OSError as exc:  # checked at the start: the disk filled up, the folder went
             _say(f"cannot write --output {args.output}: {exc}")
-    elif args.json:
-        try:
-            print(json.dumps(data), flush=True)  # one line: the last of stdout
-        except BrokenPipeError:  # the reader left (`| head`): no second error at exit
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if args.plot:
+    if args.plot is not None:
         try:
             report.plot(args.plot)
             _say(f"plot written to {args.plot}")
         except Exception as exc:  # no matplotlib after all, an unwritable file
             _say(f"no plot: {exc}")
+    streams.write(sys.stderr, f"{report}\n")
+    if args.json and args.output is None:
+        # On a line of its own: the command's last line may lack its newline ("progress 100%").
+        streams.write(sys.stdout, f"\n{json.dumps(data)}\n")
 
 
 # -- exit status ------------------------------------------------------------------------------
@@ -327,9 +390,15 @@ def _exit_like(returncode: int) -> int:
             import resource
 
             resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
-        signal.signal(number, signal.SIG_DFL)
-        os.kill(os.getpid(), number)  # delivered before kill returns: this thread does not block it
     except (OSError, ValueError, ImportError):
+        pass
+    try:
+        signal.signal(number, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass  # SIGKILL (SIGSTOP): no handler to reset, and its default is its own
+    try:
+        os.kill(os.getpid(), number)  # delivered before kill returns: this thread does not block it
+    except OSError:
         pass
     return 128 + number  # a signal whose default is not to die (or we could not)
 
