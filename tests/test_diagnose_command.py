@@ -25,6 +25,7 @@ from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 from tf_patches.isolation import processes
 
 from .fresh import ROOT, fresh_env
+from .test_isolation import live
 
 PYTHON = sys.executable
 DIAGNOSE = [PYTHON, "-m", "tf_patches", "diagnose"]
@@ -279,17 +280,8 @@ def test_a_command_killed_by_sigkill_kills_diagnose_so_after_ending_what_it_left
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     assert "killed by SIGKILL" in proc.stderr
     left = [int(pid) for pid in proc.stdout.split()]
-    assert len(left) == 2 and not any(_live(pid) for pid in left)
+    assert len(left) == 2 and not any(live(pid) for pid in left)
     assert processes.GRACE_S - 0.5 < time.monotonic() - started < 30
-
-
-def _live(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            text = stat.read()
-    except FileNotFoundError:
-        return False
-    return text[text.rindex(")") + 2] != "Z"  # a zombie is dead: init, its new parent, reaps it
 
 
 def test_a_failing_report_keeps_the_exit_status(monkeypatch, capsys):

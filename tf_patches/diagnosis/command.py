@@ -178,7 +178,7 @@ def _end_leftovers(directory: str) -> None:
         deadline = time.monotonic() + wait_s
         while left and time.monotonic() < deadline:
             time.sleep(0.05)
-            left = [pid for pid in left if _live(pid)]
+            left = [pid for pid in left if processes.alive(pid)]
         if not left:
             return
 
@@ -200,15 +200,6 @@ def _marked(marker: bytes) -> List[int]:
         except OSError:  # gone, or another user's
             continue
     return found
-
-
-def _live(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            text = stat.read()
-        return text[text.rindex(b")") + 2:][:1] != b"Z"
-    except (OSError, ValueError):
-        return False
 
 
 class _Signals:

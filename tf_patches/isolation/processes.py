@@ -6,7 +6,7 @@ per isolated call) and ``tf-patches diagnose`` (what a command leaves behind).""
 from __future__ import annotations
 
 import os
-from typing import Dict, NamedTuple
+from typing import Dict, NamedTuple, Optional
 
 GRACE_S = 2.0  # SIGTERM, then this long to exit cleanly (flush, atexit), then SIGKILL
 SETTLE_S = 2.0  # after SIGKILL: how long to wait for the kernel to take the members away
@@ -22,17 +22,35 @@ def table() -> Dict[int, Process]:
     """Every process of the machine by pid; ``OSError`` where there is no ``/proc``."""
     processes = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                text = stat.read()
-            # The name, in parentheses, may hold spaces and parentheses: the fields follow the last ')'.
-            state, parent, group = text[text.rindex(b")") + 2:].split()[:3]
-            processes[int(entry)] = Process(state.decode("ascii", "replace"), int(parent), int(group))
-        except (OSError, ValueError, IndexError):
-            continue  # gone since the listing
+        process = _read(int(entry)) if entry.isdigit() else None
+        if process is not None:
+            processes[int(entry)] = process
     return processes
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process and not a zombie (Linux; elsewhere: whether it exists)."""
+    if os.path.isdir("/proc"):
+        process = _read(pid)
+        return process is not None and process.state != "Z"
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def _read(pid: int) -> Optional[Process]:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            text = stat.read()
+        # The name, in parentheses, may hold spaces and parentheses: the fields follow the last ')'.
+        state, parent, group = text[text.rindex(b")") + 2:].split()[:3]
+        return Process(state.decode("ascii", "replace"), int(parent), int(group))
+    except (OSError, ValueError, IndexError):
+        return None  # gone since the listing
 
 
 def group_alive(group: int) -> bool:
