@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import gc
 import weakref
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -15,7 +14,7 @@ from tf_patches.core.context import tf_module
 from tf_patches.core.environment import detect
 from tf_patches.patches import custom_gradient_registry as patch
 
-from .fresh import run_fresh
+from .fresh import unpatched_and_patched
 
 NAME = patch.NAME
 inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
@@ -24,13 +23,8 @@ inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
 MODELS = 12  # ≈1.2 s each; 2.21 unpatched: 2 registrations and 3.8 MB per model, patched: 0 and 0.1 MB
 MB_PER_MODEL = 1.0
 FIT_LOOP = """
-    import gc, json
-    import tf_patches
-    if {patched}:
-        tf_patches.apply_all(only=["custom_gradient_registry"])
-    import tensorflow as tf
+    import gc
     from tensorflow.python.framework import ops
-    from tf_patches.testing import rss_bytes
     def entries():
         return sum(k.startswith("CustomGradient-") for k in list(ops._gradient_registry._registry))
     x = tf.random.stateless_uniform([64, 8], seed=[1, 2])
@@ -42,29 +36,20 @@ FIT_LOOP = """
         model.fit(x, y, epochs=1, batch_size=32, verbose=0)
         tf.keras.backend.clear_session()
     build_and_fit()  # warm-up: allocator pools, Keras' first-use caches
-    gc.collect()
-    start_mb, start_entries = (rss_bytes() / 1e6), entries()
-    for _ in range({models}):
-        build_and_fit()
-    gc.collect()
-    print(json.dumps({{"mb_per_model": ((rss_bytes() / 1e6) - start_mb) / {models},
-                      "entries_per_model": (entries() - start_entries) / {models},
-                      "status": tf_patches.report().status("custom_gradient_registry")}}))
+    gc.collect()  # its registrations freed (patched) before they are counted
+    start_entries = entries()
 """
 
 
 @inside_gate
 def test_models_fit_in_a_loop_no_longer_leak():
-    def measure(patched):
-        return run_fresh(FIT_LOOP.format(patched=patched, models=MODELS))
-
-    with ThreadPoolExecutor(2) as pool:  # two fresh processes side by side: RSS is per process
-        unpatched, patched = pool.map(measure, (False, True))
-    assert unpatched["entries_per_model"] >= 1, f"the unpatched loop should register: {unpatched}"
-    assert unpatched["mb_per_model"] > MB_PER_MODEL, f"the unpatched loop should leak: {unpatched}"
-    assert patched["status"] == "applied"
-    assert patched["entries_per_model"] == 0, f"patched registry grew: {patched}"
-    assert patched["mb_per_model"] < MB_PER_MODEL, f"patched loop grew: {patched} (unpatched {unpatched})"
+    unpatched, patched = unpatched_and_patched(NAME, "build_and_fit()", setup=FIT_LOOP, calls=MODELS, warmup=0,
+                                               extra=f"(entries() - start_entries) / {MODELS}")
+    assert unpatched.extra >= 1, f"the unpatched loop should register: {unpatched}"
+    assert unpatched.growth.growth / 1e6 / MODELS > MB_PER_MODEL, f"the unpatched loop should leak: {unpatched}"
+    assert patched.status == "applied"
+    assert patched.extra == 0, f"patched registry grew: {patched}"
+    assert patched.growth.growth / 1e6 / MODELS < MB_PER_MODEL, f"patched loop grew: {patched} (unpatched {unpatched})"
 
 
 def custom_gradient_entries():

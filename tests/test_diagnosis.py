@@ -307,6 +307,23 @@ def test_rfft_guard_signature_on_the_reported_build(tf, assume_reported_machine)
     assert_gone(diagnosed(fft_calls), RFFT)
 
 
+@pytest.mark.parametrize("name", list(BY_PATCH))
+def test_every_signature_is_armed_here_or_said_skipped_and_reads_nothing_unprovoked(tf, name):
+    """Each registered patch's signature (read from its module: a new one is checked by being
+    registered): its probe installs on this TF (none failed: a TF internal it reads has not
+    moved) where its gate matches, is listed as skipped where it does not, and counts nothing in a
+    block that does nothing."""
+    diagnosis = diagnosed(lambda: None)
+    snapshot = diagnosis.snapshot()
+    assert snapshot["failed"] == {}, snapshot["failed"]
+    assert (name in snapshot["signatures"]) != (name in snapshot["skipped"]), snapshot
+    assert counts(diagnosis).get(name, 0) == 0
+    signature = BY_PATCH[name]
+    assert signature.patch == name and signature.unit and signature.fix and signature.floor >= 0
+    size = signature.unit_bytes(tf.__version__)
+    assert size is None or size > 0
+
+
 def test_rfft_guard_not_armed_on_this_build(tf):
     diagnosis = diagnosed(fft_calls)
     assert_not_armed(diagnosis, RFFT)

@@ -19,7 +19,7 @@ from tf_patches.core.environment import detect
 from tf_patches.core.gate import parse_version
 from tf_patches.patches import eager_py_function as patch
 
-from .fresh import run_fresh
+from .fresh import unpatched_and_patched
 
 NAME = patch.NAME
 inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
@@ -27,36 +27,20 @@ inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
 pytestmark = inside_gate
 
 CALLS = 1500  # ≈40 KiB per call unpatched on 2.12 and 2.21: ≈58 MiB, far above the 20 MiB bound
-LEAK_LOOP = """
-    import json
-    import tf_patches
-    if {patched}:
-        tf_patches.apply_all(only=["eager_py_function"])
-    import tensorflow as tf
-    from tf_patches.testing import rss_bytes
+BODY = """
     x = tf.constant([1.0, 2.0, 3.0])
     def body(a):
         return a * 2, tf.shape(a)
-    for _ in range(200):  # warm-up: allocator pools, first kernels
-        tf.py_function(body, [x], [tf.float32, tf.int32])
-    start = (rss_bytes() / 2**20)
-    for _ in range({calls}):
-        doubled, shape = tf.py_function(body, [x], [tf.float32, tf.int32])
-    assert doubled.numpy().tolist() == [2.0, 4.0, 6.0] and shape.numpy().tolist() == [3]
-    print(json.dumps({{"growth_mib": (rss_bytes() / 2**20) - start,
-                      "status": tf_patches.report().status("eager_py_function")}}))
 """
 
 
 def test_eager_py_function_loop_no_longer_grows():
-    def measure(patched: bool) -> Dict[str, Any]:
-        return run_fresh(LEAK_LOOP.format(patched=patched, calls=CALLS))
-
-    with ThreadPoolExecutor(2) as pool:  # two fresh processes side by side: RSS is per process
-        unpatched, patched = pool.map(measure, (False, True))
-    assert unpatched["growth_mib"] > 20, f"the unpatched loop should grow: {unpatched}"
-    assert patched["status"] == "applied"
-    assert patched["growth_mib"] < 5, f"patched loop grew: {patched} (unpatched {unpatched})"
+    unpatched, patched = unpatched_and_patched(  # warm-up: allocator pools, first kernels
+        NAME, "tf.py_function(body, [x], [tf.float32, tf.int32])", setup=BODY, calls=CALLS, warmup=200,
+        extra="[t.numpy().tolist() for t in tf.py_function(body, [x], [tf.float32, tf.int32])]")
+    assert unpatched.growth_mib > 20, f"the unpatched loop should grow: {unpatched}"
+    assert patched.status == "applied" and patched.extra == [[2.0, 4.0, 6.0], [3]]
+    assert patched.growth_mib < 5, f"patched loop grew: {patched} (unpatched {unpatched})"
 
 
 def named(a: Any) -> Any:

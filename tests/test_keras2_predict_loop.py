@@ -7,7 +7,6 @@ and needs nothing. Each test asserts what holds on the leg it runs on; none is s
 from __future__ import annotations
 
 import re
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
 
@@ -18,7 +17,7 @@ import tf_patches
 from tf_patches.core.environment import detect
 from tf_patches.patches import keras2_predict_loop as patch
 
-from .fresh import run_fresh
+from .fresh import unpatched_and_patched
 
 NAME = patch.NAME
 _HERE = detect()
@@ -69,37 +68,24 @@ def test_keras3_is_the_reason_when_tf_is_old_enough(tf):
 CALLS = 150  # 2.12.1: +36 MiB unpatched (+111 MiB per 500 measured), ≈0 patched
 LEAK_MIB = 20
 BOUND_MIB = 10  # 2.21: ≈3 MiB per 150 calls without any patch (≤ 19 MB per 1,500, FINDINGS.md)
-LOOP = """
-    import json
+MODEL = """
     import numpy as np
-    import tf_patches
-    if {patched}:
-        tf_patches.apply_all(only=["keras2_predict_loop"])
-    import tensorflow as tf
-    from tf_patches.testing import rss_bytes
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),
                                  tf.keras.layers.Dense(1)])
     x = np.random.default_rng(0).random((8, 4), dtype=np.float32)
-    for _ in range(20):  # warm-up: traces, allocator pools
-        model.predict(x, verbose=0)
-    start = (rss_bytes() / 2**20)
-    for _ in range({calls}):
-        model.predict(x, verbose=0)
-    print(json.dumps({{"growth_mib": (rss_bytes() / 2**20) - start,
-                      "status": tf_patches.report().status("keras2_predict_loop")}}))
 """
 
 
 def test_predict_loop_grows_only_on_unpatched_keras2():
-    with ThreadPoolExecutor(2) as pool:  # RSS is per process: run both side by side
-        unpatched, patched = pool.map(lambda on: run_fresh(LOOP.format(patched=on, calls=CALLS)), (False, True))
+    unpatched, patched = unpatched_and_patched(patch.NAME, "model.predict(x, verbose=0)", setup=MODEL,
+                                               calls=CALLS, warmup=20)  # warm-up: traces, allocator pools
     if APPLIES_HERE:
-        assert unpatched["growth_mib"] > LEAK_MIB, f"the unpatched loop should leak: {unpatched}"
-        assert patched["status"] == "applied"
+        assert unpatched.growth_mib > LEAK_MIB, f"the unpatched loop should leak: {unpatched}"
+        assert patched.status == "applied"
     else:
-        assert patched["status"] == "skipped"
-        assert unpatched["growth_mib"] < BOUND_MIB, f"Keras 3's predict loop grew: {unpatched}"
-    assert patched["growth_mib"] < BOUND_MIB, f"patched loop grew: {patched} (unpatched {unpatched})"
+        assert patched.status == "skipped"
+        assert unpatched.growth_mib < BOUND_MIB, f"Keras 3's predict loop grew: {unpatched}"
+    assert patched.growth_mib < BOUND_MIB, f"patched loop grew: {patched} (unpatched {unpatched})"
 
 
 # -- equivalence --------------------------------------------------------------------------------

@@ -199,7 +199,7 @@ class DiagnosisReport:
                          + _NO_LEAK_ADVICE)
         for name, count in sorted(self.below_floor.items()):
             lines.append(f"  (seen, below what a loop makes: {name} {count:,} "
-                         f"{BY_PATCH[name].unit.split(' (')[0]}, at most {BY_PATCH[name].floor:,} is set-up)")
+                         f"{signature_of(name).unit.split(' (')[0]}, at most {signature_of(name).floor:,} is set-up)")
         for condition in self.conditions:
             if condition["patch"] not in {leak.patch for leak in self.leaks}:
                 lines.append(f"Advisory {condition['patch']}: {condition['advice']} ({condition['issue']})")

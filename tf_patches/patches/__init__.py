@@ -9,6 +9,16 @@
   for the report.
 
 Every change goes through ``ctx`` (a :class:`tf_patches.core.context.PatchContext`), which journals it,
-so revert needs no code of its own. Add a module here and its name to
-``tf_patches.core.registry.PATCH_MODULES``.
+so revert needs no code of its own. An advisory declares ``advise(env) -> str`` instead of ``install``.
+
+Then, in closing sections, what the tools find through the registry (no tool imports a patch):
+
+- ``# --- diagnose: the live signature ---``: ``SIGNATURE`` (a :class:`tf_patches.core.signature.Signature`)
+  and ``PROBE`` (a :class:`tf_patches.core.signature.Probe` class that counts it), for ``diagnose``;
+- ``# --- canary: is the bug still upstream? ---``: ``canary() -> Finding`` (:mod:`tf_patches.core.canary`)
+  for ``scripts/canary.py``, and ``LIFECYCLE_OPTIONS`` (the ``apply_all`` keywords under which it
+  installs on a CPU machine, where the defaults do not) and ``LIFECYCLE_NEEDS`` (the TF symbols a
+  patch that replaces nothing calls), for the canary and ``tests/test_lifecycle.py``.
+
+Add a module here and its name to ``tf_patches.core.registry.PATCH_MODULES`` (ARCHITECTURE.md).
 """
