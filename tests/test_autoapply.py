@@ -17,12 +17,13 @@ from typing import Dict, List, Optional
 import pytest
 
 from tf_patches.autoapply import allocator
+from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 
 from .fresh import ROOT, fresh_env
 
 PYTHON = sys.executable
 RUN = [PYTHON, "-m", "tf_patches", "run"]
-PTH = ROOT / "tf_patches" / "_bootstrap" / "tf_patches_auto.pth"
+PTH = Path(BOOTSTRAP_DIRECTORY) / "tf_patches_auto.pth"
 SEED = "seed_kernel_cache"
 
 # A user's own sitecustomize: records each interpreter start it runs in (its argv).
@@ -154,7 +155,7 @@ def test_a_bootstrap_that_cannot_import_tf_patches_says_so_and_the_program_runs(
     broken = tmp_path / "tf_patches"
     broken.mkdir()
     (broken / "__init__.py").write_text("raise ImportError('another environment')\n")
-    env = fresh_env({"PYTHONPATH": f"{ROOT / 'tf_patches' / '_bootstrap'}:{tmp_path}"})
+    env = fresh_env({"PYTHONPATH": f"{BOOTSTRAP_DIRECTORY}:{tmp_path}"})
     proc = subprocess.run([PYTHON, "-c", "print('own output'); raise SystemExit(4)"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert (proc.returncode, proc.stdout) == (4, "own output\n")

@@ -183,7 +183,7 @@ def test_report_json_into_a_pipe_whose_reader_has_gone_prints_no_traceback():
                             env=fresh_env(), cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()
     err = proc.stderr.read().decode()
-    assert proc.wait(timeout=60) == 0 and err == "", err
+    assert proc.wait(timeout=60) == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
 
 
 def test_run_with_an_empty_command_name_says_not_found(capsys):
