@@ -280,11 +280,11 @@ def settings() -> Optional[Dict[str, Any]]:
             state = _states.get(spec.name)
             if (spec.name in registry.PATCH_MODULES and state is not None and state.ctx is not None
                     and state.status in (APPLIED, PENDING)):
-                active[spec] = state.ctx.options
+                active[spec.name] = (spec, state.ctx.options)  # by name: a spec need not hash
         if not active:
             return None
-        result: Dict[str, Any] = {"only": [spec.name for spec in active], "strict": _strict}
-        for spec, options in active.items():
+        result: Dict[str, Any] = {"only": list(active), "strict": _strict}
+        for spec, options in active.values():
             for option in spec.options:
                 result[option.name] = options.get(option.name)
         if _env_injected:
