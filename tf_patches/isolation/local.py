@@ -187,7 +187,9 @@ def _run_calls(fn: Any, calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]], cal
                 while waiting and len(running) < limit:
                     index, (args, kwargs) = waiting.pop()
                     label = f"{name}(items[{index}])" if indexed else name
-                    running.append(_Child(fn, args, kwargs, current, _Call(caller, label, index, indexed), timeout))
+                    child = _Child(fn, args, kwargs, current, _Call(caller, label, index, indexed), timeout)
+                    running.append(child)  # before it starts: an interrupt in start() still ends it
+                    child.start()
                 _wait_for_any(running)
                 for child in list(running):
                     child.advance()
@@ -231,12 +233,16 @@ class _Child:
         # Not a daemon: fn may start processes of its own (Keras, tf.data workers).
         self.process = context.Process(target=_child, args=(sender, payload, settings, call),
                                        name=f"{call.caller}({call.label})")
+        self._sender = sender
         self.phase = _Phase.RUNNING
         self.outcome: Optional[Tuple[str, Any]] = None  # (_RESULT | _RAISED | _UNREADABLE, ...)
         self.timed_out = self.stopped = self._killed = False
-        self.wake_at = math.inf if timeout is None else time.monotonic() + timeout
+        self.wake_at = math.inf
+
+    def start(self) -> None:
+        self.wake_at = math.inf if self.timeout is None else time.monotonic() + self.timeout
         self.process.start()
-        sender.close()  # the child's copy is the only writer left: its death reads as end of file
+        self._sender.close()  # the child's copy is the only writer left: its death reads as end of file
 
     @property
     def failed(self) -> bool:
@@ -285,7 +291,9 @@ class _Child:
 
     def stop(self) -> None:
         """End it now, for no failure of its own (another item failed, an interrupt)."""
-        if self.phase in (_Phase.RUNNING, _Phase.EXITING):
+        if self.process.pid is None:  # never started (an interrupt in start() before the fork)
+            self.phase = _Phase.DONE
+        elif self.phase in (_Phase.RUNNING, _Phase.EXITING):
             self.stopped = True
             self._end(time.monotonic())
 
@@ -354,16 +362,23 @@ def _wait_for_any(children: Sequence[_Child]) -> None:
 
 def _end_all(children: Sequence[_Child]) -> None:
     """Ends every child's group at once (SIGTERM to each, the grace, SIGKILL to what is left) and
-    reaps them; returns when all are done."""
-    for child in children:
-        child.stop()
+    reaps them; returns when all are done. A Ctrl-C or SIGTERM meanwhile is raised only then:
+    an interrupt must not leave them running."""
+    interrupted: Optional[BaseException] = None
     while True:
-        left = [child for child in children if child.phase is not _Phase.DONE]
-        if not left:
-            return
-        _wait_for_any(left)
-        for child in left:
-            child.advance()
+        try:
+            for child in children:
+                child.stop()  # again after an interrupt: each is stopped once
+            left = [child for child in children if child.phase is not _Phase.DONE]
+            if not left:
+                break
+            _wait_for_any(left)
+            for child in left:
+                child.advance()
+        except (KeyboardInterrupt, _Terminated) as exc:
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
 
 
 class _Terminated(BaseException):
