@@ -5,6 +5,7 @@ process or in this one before the patch), and the twin-less ops stay reproducibl
 from __future__ import annotations
 
 import math
+import random
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -15,7 +16,7 @@ import tf_patches
 from tf_patches.core.context import tf_module
 from tf_patches.patches import seed_kernel_cache
 
-from .fresh import run_fresh
+from .fresh import run_fresh, unpatched_and_patched
 
 NAME = "seed_kernel_cache"
 
@@ -33,33 +34,21 @@ LEAK_LOOPS = {
     "poisson": "tf.random.poisson([2], 1.0)",
 }
 LEAK_ITERATIONS = 600
-LEAK_CODE = """
-    import json
-    import tf_patches
-    if {patched}:
-        tf_patches.apply_all(only=["seed_kernel_cache"])
-    import tensorflow as tf
-    from tf_patches.testing import measure_growth
+INPUTS = """
     img = tf.random.stateless_uniform([24, 24, 3], seed=[1, 2])
     ones = tf.ones([16])
     tf.random.set_seed(1234)
-    loops = {loops}
-    slopes = {{name: measure_growth(eval("lambda: " + body), iterations={iterations}, warmup=50,
-                                    samples=4).slope for name, body in loops.items()}}
-    print(json.dumps({{"slopes": slopes, "status": tf_patches.report().status("seed_kernel_cache")}}))
 """
 
 
 def test_every_op_kind_stops_leaking_under_a_global_seed():
-    def measure(patched):
-        return run_fresh(LEAK_CODE.format(patched=patched, loops=LEAK_LOOPS, iterations=LEAK_ITERATIONS))
-
-    with ThreadPoolExecutor(2) as pool:  # side by side: RSS is per process
-        unpatched, patched = pool.map(measure, (False, True))
-    assert patched["status"] == "applied"
+    unpatched, patched = unpatched_and_patched(NAME, LEAK_LOOPS, setup=INPUTS, calls=LEAK_ITERATIONS, warmup=50,
+                                               samples=4)
+    assert patched.status == "applied"
     for kind in LEAK_LOOPS:
-        assert unpatched["slopes"][kind] > 20_000, f"unpatched {kind} should leak ≈35 KiB/call: {unpatched}"
-        assert patched["slopes"][kind] < 1_000, f"patched {kind} grew: {patched['slopes']} (unpatched {unpatched})"
+        slope, fixed = unpatched.growths[kind].slope, patched.growths[kind].slope
+        assert slope > 20_000, f"unpatched {kind} should leak ≈35 KiB/call: {unpatched}"
+        assert fixed < 1_000, f"patched {kind} grew: {fixed:.0f} B/call (unpatched {unpatched})"
 
 
 # Everything a user can draw under a global seed, printed as bytes per draw. Twin ops must match
@@ -463,3 +452,73 @@ def test_a_fresh_pair_is_noted_per_thread(tf):
     with FreshStatefulKernels(tf) as probe:
         gen_random_ops.random_uniform(tf.constant([2]), tf.float32, seed=seeds[0], seed2=seeds[1])
     assert probe.fresh("RandomUniform") == 0  # this thread's own op took the twin
+
+
+# -- seed_kernel_cache="exact": a repeated seed pair continues its stream, as stock's kernel does --
+
+def _first_repeats(count, draws=20_000):
+    """Global seeds whose eager op seeds repeat within ``draws`` (stock's get_seed draws them from
+    random.Random(global seed), 0 to 2**31 - 1): (seed, first index, repeating index)."""
+    found, seed = [], 0
+    while len(found) < count:
+        rng, seen = random.Random(seed), {}
+        for index in range(draws):
+            value = rng.randint(0, 2**31 - 1)
+            if value in seen:
+                found.append((seed, seen[value], index))
+                break
+            seen[value] = index
+        seed += 1
+    return found
+
+
+REPEATED_KINDS = {  # each op served by a twin, with shapes that change what a draw reserves
+    "uniform": lambda tf, i: tf.random.uniform([3 + i % 3]),
+    "normal": lambda tf, i: tf.random.normal([2, 2], dtype=tf.float64),
+    "truncated_normal": lambda tf, i: tf.random.truncated_normal([5]),
+    "uniform_int": lambda tf, i: tf.random.uniform([4], 0, 1000, dtype=tf.int64),
+    "shuffle": lambda tf, i: tf.random.shuffle(tf.range(9 + i % 4)),
+}
+
+
+def test_exact_mode_continues_a_repeated_pair_bit_for_bit_as_stock_does(tf):
+    """Stock continues a cached kernel when get_seed repeats a pair; the default twins start its
+    stream again (the README's exception), exact mode continues it. Between the two draws of the
+    pair, get_seed alone advances the op-seed sequence (what any other draw would do)."""
+    random_seed = tf_module("python.framework.random_seed")
+
+    def plan(seed, first, repeat, draw):
+        tf.random.set_seed(seed)
+        out = []
+        for index in range(repeat + 1):
+            if index in (first, repeat):
+                out.append(draw(tf, index).numpy().tobytes())
+            else:
+                assert random_seed.get_seed(None)[1] is not None  # the simulated sequence is TF's
+        return out
+
+    for (seed, first, repeat), (kind, draw) in zip(_first_repeats(len(REPEATED_KINDS)), REPEATED_KINDS.items()):
+        stock = plan(seed, first, repeat, draw)
+        tf_patches.apply_all(only=[NAME], seed_kernel_cache="exact")
+        exact = plan(seed, first, repeat, draw)
+        tf_patches.revert_all()
+        tf_patches.apply_all(only=[NAME])
+        twins = plan(seed, first, repeat, draw)
+        tf_patches.revert_all()
+        assert exact == stock, kind
+        assert twins[0] == stock[0] and twins[1] != stock[1], kind  # the default restarts the stream
+
+
+def test_exact_mode_keeps_at_most_16_bytes_per_fresh_pair_and_forgets_them_at_set_seed(tf):
+    report = tf_patches.apply_all(only=[NAME], seed_kernel_cache="exact")
+    assert "exact: a repeated seed pair continues its stream" in report[NAME].reason
+    table = seed_kernel_cache.PairTable()
+    epoch = object()
+    for seed2 in range(100_000):
+        assert table.advance(epoch, 3, seed2, 2) == 0
+        if seed2 % 997 == 0:
+            assert len(table._slots) * 8 <= 16 * max(table._used, 512)  # bytes per pair, slack included
+    assert table.advance(epoch, 3, 77, 5) == 2 and table.advance(epoch, 3, 77, 1) == 7
+    assert table.advance(epoch, 4, 77, 1) == 0  # another kind: a kernel of its own
+    assert table.advance(object(), 3, 77, 1) == 0  # a new global seed: every stream restarts
+    assert table.advance(epoch, 5, 1, (1 << 24) - 1) == 0 and table.advance(epoch, 5, 1, 1) is None

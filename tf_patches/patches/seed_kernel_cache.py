@@ -26,18 +26,27 @@ from __future__ import annotations
 
 import hashlib
 import threading
+from array import array
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
 from ..core.memory import KIB
+from ..core.options import Option, choice
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, attribute_after, by_minor
 
 NAME = "seed_kernel_cache"
 TITLE = "Stock numbers without the kernel-cache leak of eager random ops under a global seed"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/36164"
 GATE = Gate(versions=">=2.0")  # present in every 2.x release measured (2.12–2.21); no fix upstream
+MODES = ("twins", "exact")
+OPTIONS = (
+    Option(NAME, "TF_PATCHES_SEED_KERNEL_CACHE", choice(*MODES), "twins",
+           "exact: also draw stock's numbers where stock repeats a seed pair (≈2.3 % of global seeds "
+           "within 10,000 draws of one op), at ≤ 16 bytes per fresh pair, kept until the next "
+           "tf.random.set_seed, and ≈1 µs per draw."),
+)
 
 # Stateful op -> its stateless twin: (gen module, function, op, twin op, twin's function in
 # gen_stateless_random_ops_v2). The twin takes the stateful op's first tensor input (shape or
@@ -100,9 +109,9 @@ class Router:
         self._patch = patch  # its ``active`` turns False at revert: wrappers user code kept pass through
         self._context = context
         self.eager_tensor = eager_tensor
-        self._uint64, self._int32 = uint64, int32
+        self.uint64, self._int32 = uint64, int32
         self._ctx: Any = None  # the eager context the cached tensors belong to
-        self._host = ""  # its host CPU: tensors named for it are built without a device search
+        self.host = ""  # its host CPU: tensors named for it are built without a device search
         self._keys: Dict[int, Any] = {}
         self._alg: Any = None
 
@@ -126,15 +135,143 @@ class Router:
         inputs. The key and alg are cached per context; the counter is new for every draw."""
         if ctx is not self._ctx:
             self._ctx, self._keys = ctx, {}
-            self._host = ctx.host_address_space() + "/device:CPU:0"
-            self._alg = self.eager_tensor(PHILOX, self._host, self._int32)
+            self.host = ctx.host_address_space() + "/device:CPU:0"
+            self._alg = self.eager_tensor(PHILOX, self.host, self._int32)
         key = self._keys.get(seed)
-        if key is None:
+        if key is None:  # (exact mode reads host and uint64 too)
             if len(self._keys) >= _MAX_KEYS:
                 self._keys.clear()
-            key = self._keys[seed] = self.eager_tensor([seed], self._host, self._uint64)
+            key = self._keys[seed] = self.eager_tensor([seed], self.host, self.uint64)
         # ≈5 µs; with an empty device name EagerTensor searches for the device (≈14 µs).
-        return key, self.eager_tensor([0, seed2], self._host, self._uint64), self._alg
+        return key, self.eager_tensor([0, seed2], self.host, self.uint64), self._alg
+
+
+class PairTable:
+    """``seed_kernel_cache="exact"``: what the stateful kernel of each fresh pair of the current
+    global seed would have consumed, so that a repeated pair continues its stream as stock's cached
+    kernel does. One 64-bit word per pair, in an open-addressing table kept between 1/2 and 3/4
+    full (11–16 bytes per pair): the pair's key (seed2 and the op kind: 40 bits) and the units
+    drawn so far (24 bits; past 16.7 million the pair is no longer exact). Cleared when
+    ``tf.random.set_seed`` replaces the context's op-seed generator, as it clears TF's kernel cache."""
+
+    _KEY_BITS = 40
+    _KEY_MASK = (1 << 40) - 1
+    _MAX_UNITS = (1 << 24) - 1
+    _FIRST_SIZE = 1_024
+
+    def __init__(self) -> None:
+        self._epoch: Any = None
+        self._reset(self._FIRST_SIZE)
+
+    def _reset(self, size: int) -> None:
+        self._slots = array("Q", bytes(8 * size))
+        self._used = 0
+
+    def _home(self, key: int) -> int:
+        return ((key * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) % len(self._slots)
+
+    def advance(self, epoch: Any, kind: int, seed2: int, units: int) -> Optional[int]:
+        """The units this pair drew before (0 for a fresh pair), ``units`` added; None where the
+        count overflowed (the draw can no longer be exact)."""
+        if epoch is not self._epoch:
+            self._epoch = epoch
+            self._reset(self._FIRST_SIZE)
+        key = ((seed2 << 8) | kind) + 1  # never 0, the empty slot
+        slots = self._slots
+        size = len(slots)
+        index = self._home(key)
+        while True:
+            word = slots[index]
+            if word == 0:
+                break
+            if word & self._KEY_MASK == key:
+                before = word >> self._KEY_BITS
+                if before + units > self._MAX_UNITS:
+                    slots[index] = key | (self._MAX_UNITS << self._KEY_BITS)
+                    return None
+                slots[index] = key | ((before + units) << self._KEY_BITS)
+                return before
+            index = index + 1 if index + 1 < size else 0
+        if (self._used + 1) * 4 > size * 3:  # past 3/4 full: grow by half, to 1/2 full
+            self._grow()
+            return self.advance(epoch, kind, seed2, units)
+        slots[index] = key | (min(units, self._MAX_UNITS) << self._KEY_BITS)
+        self._used += 1
+        return 0
+
+    def _grow(self) -> None:
+        old = [word for word in self._slots if word]
+        self._reset(len(self._slots) * 3 // 2)
+        slots, size = self._slots, len(self._slots)
+        for word in old:
+            index = self._home(word & self._KEY_MASK)
+            while slots[index]:
+                index = index + 1 if index + 1 < size else 0
+            slots[index] = word
+        self._used = len(old)
+
+    def clear(self) -> None:
+        self._epoch = None
+        self._reset(self._FIRST_SIZE)
+
+
+# How much of its Philox stream a stateful kernel reserves per call, per op (TF's kernels):
+# PhiloxRandomOp and RandomUniformIntOp ReserveRandomOutputs(elements, 256) 128-bit blocks;
+# RandomShuffle ReserveSamples32(rows - 1), i.e. ceil((rows - 1) / 4) blocks (none for a single
+# row or element). (units per call, blocks per unit)
+def _elements(shape: Any) -> int:
+    values = shape.numpy() if hasattr(shape, "numpy") else shape
+    count = 1
+    for value in (values.ravel().tolist() if hasattr(values, "ravel") else list(values)):
+        count *= int(value)
+    return count
+
+
+def _shuffled_blocks(value: Any) -> int:
+    shape = tuple(getattr(value, "shape", None) or _shape_of(value))
+    elements = 1
+    for size in shape:
+        elements *= int(size)
+    if not shape or elements <= 1 or shape[0] <= 1:
+        return 0
+    return (int(shape[0]) - 1 + 3) // 4
+
+
+def _shape_of(value: Any) -> Tuple[int, ...]:
+    import numpy as np
+
+    return np.shape(value)
+
+
+_CONSUMPTION: Dict[str, Tuple[Callable[[Any], int], int]] = {
+    "RandomUniform": (_elements, 256),
+    "RandomStandardNormal": (_elements, 256),
+    "TruncatedNormal": (_elements, 256),
+    "RandomUniformInt": (_elements, 256),
+    "RandomShuffle": (_shuffled_blocks, 1),
+}
+
+
+def _dtype_code(value: Any) -> int:
+    """The dtype part of a kernel's kind (0–31): the enum of a DType, or a tensor's dtype."""
+    dtype = getattr(value, "dtype", value)
+    enum = getattr(dtype, "as_datatype_enum", dtype)
+    return enum % 32 if isinstance(enum, int) else 0
+
+
+def exact_tensors(router: "Router", table: PairTable, op: str) -> Callable[..., Tuple[Any, Any, Any]]:
+    """The ``tensors`` of an exact-mode twin wrapper: the counter starts where stock's kernel for
+    this pair would be: [blocks it reserved before, seed2]."""
+    units_of, blocks_per_unit = _CONSUMPTION[op]
+    op_code = sorted(_CONSUMPTION).index(op) * 32
+
+    def tensors(ctx: Any, seed: int, seed2: int, first: Any, kind_source: Any) -> Tuple[Any, Any, Any]:
+        key, _, alg = router.tensors(ctx, seed, seed2)
+        before = table.advance(ctx._rng, op_code + _dtype_code(kind_source), seed2, units_of(first))
+        counter = router.eager_tensor([(before or 0) * blocks_per_unit, seed2], router.host, router.uint64)
+        return key, counter, alg
+
+    return tensors
 
 
 def noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx: Any) -> Callable:
@@ -164,13 +301,14 @@ STATEFUL_OPS = frozenset(op for *_, op, _twin, _fn in TWINS) | frozenset(op for 
 # (seed, seed2, name): the first is the twin's first input too; then what follows key, counter
 # and alg in the fast-path call (inputs, and attributes as name/value pairs) and in the generated
 # twin function. One template builds every twin wrapper from these (TWIN_WRAPPER below).
-_TWIN_CALLS: Dict[str, Tuple[str, str, str]] = {
-    # op: (parameters, fast-path arguments after alg, twin function arguments after alg)
-    "RandomUniform": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype"),
-    "RandomStandardNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype"),
-    "TruncatedNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype"),
-    "RandomUniformInt": ("shape, minval, maxval", ", minval, maxval", ", minval, maxval"),
-    "RandomShuffle": ("value", "", ""),  # the twin converts a non-tensor value as stock's op does
+_TWIN_CALLS: Dict[str, Tuple[str, str, str, str]] = {
+    # op: (parameters, fast-path arguments after alg, twin function arguments after alg, the
+    # argument whose dtype is the kernel's (exact mode's kind))
+    "RandomUniform": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype", "dtype"),
+    "RandomStandardNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype", "dtype"),
+    "TruncatedNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype", "dtype"),
+    "RandomUniformInt": ("shape, minval, maxval", ", minval, maxval", ", minval, maxval", "minval"),
+    "RandomShuffle": ("value", "", "", "value"),  # the twin converts a non-tensor value as stock's op does
 }
 # Generated, not written out per op: the wrappers differ only in their arguments, and the hot
 # path must stay free of *args packing (a draw costs ≈20 µs; this adds well under 0.1 µs). The
@@ -182,7 +320,7 @@ def make(original, twin, twin_fn, take, tensors, execute, eager_tensor, patch):
             return original({params}, seed, seed2, name)
         ctx = take(seed, seed2)
         if ctx is not None:
-            key, counter, alg = tensors(ctx, seed, seed2)
+            key, counter, alg = tensors(ctx, seed, seed2{exact})
             try:
                 if type({first}) is eager_tensor:  # TF's own callers: straight to the fast path
                     return execute(ctx, twin, name, {first}, key, counter, alg{fast})
@@ -195,15 +333,18 @@ def make(original, twin, twin_fn, take, tensors, execute, eager_tensor, patch):
 
 
 def twin_wrapper(op: str, original: Callable, twin: str, twin_fn: Callable, router: Router,
-                 execute: Callable, patch: PatchContext) -> Callable:
-    """The wrapper that serves ``op``'s fresh eager pairs through its stateless ``twin``."""
-    params, fast, slow = _TWIN_CALLS[op]
-    source = TWIN_WRAPPER.format(params=params, first=params.split(",")[0], fast=fast, slow=slow)
+                 execute: Callable, patch: PatchContext, table: Optional[PairTable] = None) -> Callable:
+    """The wrapper that serves ``op``'s fresh eager pairs through its stateless ``twin`` (counting
+    each pair's draws in ``table``, in exact mode)."""
+    params, fast, slow, kind_source = _TWIN_CALLS[op]
+    first = params.split(",")[0]
+    exact = f", {first}, {kind_source}" if table is not None else ""
+    source = TWIN_WRAPPER.format(params=params, first=first, fast=fast, slow=slow, exact=exact)
     namespace: Dict[str, Any] = {}
     # Compiled under this file's name: frame classifiers count it as tf-patches' code, not the user's.
     exec(compile(source, __file__, "exec"), namespace)
-    return namespace["make"](original, twin, twin_fn, router.take, router.tensors, execute,
-                             router.eager_tensor, patch)
+    tensors = router.tensors if table is None else exact_tensors(router, table, op)
+    return namespace["make"](original, twin, twin_fn, router.take, tensors, execute, router.eager_tensor, patch)
 
 
 class KindSeeds:
@@ -296,6 +437,10 @@ def install(ctx: PatchContext) -> str:
     router = Router(ctx, context, ops.EagerTensor, dtypes.uint64.as_datatype_enum,
                     dtypes.int32.as_datatype_enum)
     execute = pywrap_tfe.TFE_Py_FastPathExecute
+    exact = ctx.options.get(NAME) == "exact"
+    table = PairTable() if exact else None
+    if table is not None:
+        ctx.on_revert("exact mode's pair table", table.clear)
     twin_ops = _registered(tuple(twin for _, _, _, twin, _ in TWINS))
     stateless = tf_module("python.ops.gen_stateless_random_ops_v2")
 
@@ -309,7 +454,7 @@ def install(ctx: PatchContext) -> str:
             continue
         twin_fn = getattr(stateless, twin_function, None) if twin else None
         if twin_fn is not None and twin_ops[twin]:
-            wrapper = twin_wrapper(op, original, twin, twin_fn, router, execute, ctx)
+            wrapper = twin_wrapper(op, original, twin, twin_fn, router, execute, ctx, table)
             served.append(op)
         else:  # no twin, or this TF lacks it: one kernel per kind keeps the loop from leaking
             seeds = _kind_seeds(op, original)
@@ -322,7 +467,8 @@ def install(ctx: PatchContext) -> str:
     # import (tf.random.get_seed, tf.compat.v1.get_seed) keep stock's function, as they should.
     ctx.replace_attribute(random_seed, "get_seed", noting_get_seed(random_seed.get_seed, context, router.note, ctx))
     return (
-        f"stock values through stateless twins for {', '.join(served)}; "
+        f"stock values through stateless twins for {', '.join(served)}"
+        + (" (exact: a repeated seed pair continues its stream, as stock's)" if exact else "") + "; "
         f"one op seed per kind (global seed, op, dtypes, attributes: values differ from stock) for "
         f"{', '.join(fallback)}; kernels leaked before install stay until the next tf.random.set_seed"
     )
