@@ -131,14 +131,12 @@ def _checked_timeout(timeout: Any) -> Optional[float]:
     NaN deadline never passes)."""
     if timeout is None:
         return None
-    if isinstance(timeout, numbers.Real) and not isinstance(timeout, bool):
+    if isinstance(timeout, numbers.Real) and not isinstance(timeout, bool) and timeout > 0:  # NaN is not
         try:
             seconds = float(timeout)
         except OverflowError:  # an int past 1e308
-            seconds = math.inf if timeout > 0 else -math.inf  # type: ignore[operator]
-            if seconds > 0:
-                return seconds
-        if math.isfinite(seconds) and seconds > 0:
+            return math.inf
+        if math.isfinite(seconds):
             return seconds
     raise ValueError(f"timeout must be a positive, finite number of seconds, or None for no limit; "
                      f"got {brief(timeout)}")
@@ -229,11 +227,10 @@ class _Child:
                 f"(a module-level function, not a lambda or a nested function): {exc}"
             ) from exc
         context = multiprocessing.get_context("spawn")
-        self.receiver, sender = context.Pipe(duplex=False)
+        self.receiver, self._sender = context.Pipe(duplex=False)
         # Not a daemon: fn may start processes of its own (Keras, tf.data workers).
-        self.process = context.Process(target=_child, args=(sender, payload, settings, call),
+        self.process = context.Process(target=_child, args=(self._sender, payload, settings, call),
                                        name=f"{call.caller}({call.label})")
-        self._sender = sender
         self.phase = _Phase.RUNNING
         self.outcome: Optional[Tuple[str, Any]] = None  # (_RESULT | _RAISED | _UNREADABLE, ...)
         self.timed_out = self.stopped = self._killed = False
