@@ -11,7 +11,7 @@ draw for ``tf.random.uniform([]).numpy()``, ≤ 1.10x for seed 000's ``random_co
 
 from __future__ import annotations
 
-from _fresh import run, sized
+from _fresh import leak_loop, run, sized
 
 CALLS = sized(10_000, 50, 0)
 WARMUP = sized(200, 20)  # calls per op kind before the growth is measured
@@ -30,22 +30,17 @@ KINDS = {  # op kind -> the loop body (seed 000's loop is random_contrast on a 2
     "poisson (twin-less)": "tf.random.poisson([2], 1.0)",
     "uniform, explicit op seed": "tf.random.uniform([], seed=7).numpy()",  # TF's own floor, for scale
 }
-SETUP = """
-    import json, time, tf_patches
-    if {patched}:
-        tf_patches.apply_all(only=["seed_kernel_cache"])
-    import tensorflow as tf
-    from tf_patches.testing import measure_growth
+INPUTS = """
     img = tf.random.stateless_uniform([24, 24, 3], seed=[1, 2])
     ones = tf.ones([16])
     tf.random.set_seed(1234)
 """
-GROWTH = SETUP + """
-    kinds = {kinds}
-    print(json.dumps({{name: measure_growth(eval("lambda: " + body), iterations={calls}, warmup={warmup},
-                                            samples=11).slope * 1000 / 1024 for name, body in kinds.items()}}))
-"""
-SPEED = SETUP + """
+SPEED = """
+    import json, time, tf_patches
+    if {patched}:
+        tf_patches.apply_all(only=["seed_kernel_cache"])
+    import tensorflow as tf
+""" + INPUTS + """
     def block(body, n={block}):
         t0 = time.perf_counter()
         for _ in range(n):
@@ -69,8 +64,16 @@ SPEED = SETUP + """
     print(json.dumps(out))
 """
 
-unpatched = run(GROWTH.format(patched=False, kinds=KINDS, calls=min(CALLS, 1000), warmup=WARMUP))
-patched = run(GROWTH.format(patched=True, kinds=KINDS, calls=CALLS, warmup=WARMUP))
+
+def kib_per_1000(patched: bool, calls: int) -> dict:
+    """Each kind's growth in one fresh process, one kind after another."""
+    loop = leak_loop("seed_kernel_cache", KINDS, setup=INPUTS, calls=calls, warmup=WARMUP, samples=11,
+                     patched=patched, timeout=None)
+    return {kind: growth.slope * 1000 / 1024 for kind, growth in loop.growths.items()}
+
+
+unpatched = kib_per_1000(False, min(CALLS, 1000))
+patched = kib_per_1000(True, CALLS)
 speed = run(SPEED.format(patched=True, blocks=BLOCKS, block=BLOCK))
 
 print("Growth under tf.random.set_seed(1234), KiB per 1,000 calls (fresh process each; goal patched ≤ 1)")

@@ -12,7 +12,7 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple, Union
 
 from tf_patches.testing import Growth
 
@@ -65,41 +65,52 @@ import tensorflow as tf
 from tf_patches.testing import measure_growth
 """
 _LOOP_END = """
-growth = measure_growth(lambda: {step}, {calls}, {warmup}, samples={samples})
-print(json.dumps({{"growth": growth.to_dict(), "status": tf_patches.report().status({patch!r}),
-                  "extra": {extra}}}))
+steps = {steps}
+growths = {{name: measure_growth(step, {calls}, {warmup}, samples={samples}).to_dict() for name, step in steps.items()}}
+print(json.dumps({{"growths": growths, "status": tf_patches.report().status({patch!r}), "extra": {extra}}}))
 """
 
 
 @dataclass(frozen=True)
 class Loop:
-    """What one fresh process measured: RSS over the loop, the patch's report status, and the
-    value of the ``extra`` expression after the loop."""
+    """What one fresh process measured: RSS over each step's loop, the patch's report status, and
+    the value of the ``extra`` expression after the loops."""
 
-    growth: Growth
+    growths: Dict[str, Growth]  # step name -> readings, in the order measured
     status: str
     extra: Any
 
     @property
+    def growth(self) -> Growth:
+        """The readings of the one step measured."""
+        (growth,) = self.growths.values()
+        return growth
+
+    @property
     def growth_mib(self) -> float:
-        """MiB gained from the end of the warm-up to the end of the loop."""
+        """MiB gained from the end of the warm-up to the end of the loop (the one step)."""
         return self.growth.growth / 2**20
 
 
-def leak_loop(patch: str, step: str, *, calls: int, warmup: int, setup: str = "", patched: bool = True,
-              samples: int = 2, extra: str = "None", timeout: Optional[float] = 300) -> Loop:
-    """``step`` (an expression; ``tf`` is TensorFlow) called ``warmup`` times, then ``calls`` times,
-    in a fresh interpreter, after ``setup`` (statements) and ``tf_patches.apply_all(only=[patch])``
-    when ``patched``. RSS is read at ``samples`` points after the warm-up, garbage collected and
-    the C heap trimmed before each (so memory freed earlier cannot hide a leak)."""
+def leak_loop(patch: str, step: Union[str, Mapping[str, str]], *, calls: int, warmup: int, setup: str = "",
+              patched: bool = True, samples: int = 2, extra: str = "None", timeout: Optional[float] = 300) -> Loop:
+    """``step`` (an expression; ``tf`` is TensorFlow), or each of several named ones in turn, called
+    ``warmup`` times, then ``calls`` times, in a fresh interpreter, after ``setup`` (statements) and
+    ``tf_patches.apply_all(only=[patch])`` when ``patched``. RSS is read at ``samples`` points after
+    the warm-up, garbage collected and the C heap trimmed before each (so memory freed earlier
+    cannot hide a leak): ``tf_patches.testing.measure_growth``."""
+    steps = {"": step} if isinstance(step, str) else dict(step)
+    lambdas = "{" + ", ".join(f"{name!r}: lambda: {expression}" for name, expression in steps.items()) + "}"
     code = (textwrap.dedent(_LOOP_START).format(patched=patched, patch=patch) + textwrap.dedent(setup) + "\n"
-            + textwrap.dedent(_LOOP_END).format(step=step, calls=calls, warmup=warmup, samples=samples,
+            + textwrap.dedent(_LOOP_END).format(steps=lambdas, calls=calls, warmup=warmup, samples=samples,
                                                 patch=patch, extra=extra))
     result = run_fresh(code, timeout=timeout)
-    return Loop(Growth.from_dict(result["growth"]), result["status"], result["extra"])
+    growths = {name: Growth.from_dict(growth) for name, growth in result["growths"].items()}
+    return Loop(growths, result["status"], result["extra"])
 
 
-def unpatched_and_patched(patch: str, step: str, *, side_by_side: bool = True, **loop: Any) -> Tuple[Loop, Loop]:
+def unpatched_and_patched(patch: str, step: Union[str, Mapping[str, str]], *, side_by_side: bool = True,
+                          **loop: Any) -> Tuple[Loop, Loop]:
     """:func:`leak_loop` without the patch, then with it: two fresh processes, side by side (RSS
     is per process; a test's time) or one after the other (a benchmark timing them)."""
     with ThreadPoolExecutor(2 if side_by_side else 1) as pool:
