@@ -16,6 +16,7 @@ import os
 from typing import Dict, Optional, Tuple
 
 MAX_SEED = 2**32 - 1  # NumPy's global generator takes no larger seed
+DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
 # "<pid>:<seed>" of the process tf-patches seeded; its children inherit the variable.
 SEEDED_BY_VARIABLE = "TF_PATCHES_SEEDED_BY"
 # Set by a fan-out for the one process it starts with a derived seed: how that seed was derived.
@@ -59,6 +60,17 @@ def item_variables(seed: int, caller: str, index: int) -> Dict[str, str]:
     derived = derive_seed(seed, caller, index)
     return {"TF_PATCHES_SEED": str(derived),
             ORIGIN_VARIABLE: f"derive_seed({seed}, {caller!r}, {index}) for {caller} items[{index}]"}
+
+
+def item_settings(settings: Dict[str, object], caller: str, index: int) -> Tuple[Dict[str, object], Dict[str, str]]:
+    """``apply_all`` keywords for item ``index`` of a fan-out, and the variables its process needs:
+    where ``settings`` ask for determinism, the item's own seed and how it was derived (the same
+    item gets the same seed locally and on Ray); else both unchanged / empty."""
+    if not settings.get("deterministic"):
+        return settings, {}
+    seed = settings.get("seed")
+    variables = item_variables(DEFAULT_SEED if seed is None else int(seed), caller, index)  # type: ignore[call-overload]
+    return dict(settings, seed=int(variables["TF_PATCHES_SEED"])), variables
 
 
 def assigned() -> Optional[str]:

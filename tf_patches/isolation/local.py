@@ -444,6 +444,11 @@ def _child(sender: Any, payload: bytes, settings: Optional[Dict[str, Any]], call
         if settings is not None:
             from ..core.engine import apply_all
 
+            if call.indexed:  # item i's own seed, not the parent's (issue 22)
+                from ..core import seeds
+
+                settings, variables = seeds.item_settings(settings, call.caller, call.index)
+                os.environ.update(variables)
             apply_all(**settings)
         fn, args, kwargs = pickle.loads(payload)
         outcome: Tuple[str, Any] = (_RESULT, fn(*args, **kwargs))

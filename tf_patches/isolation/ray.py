@@ -141,7 +141,7 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
             while queue and len(running) < limit:
                 index, item = queue.pop()
                 deadline = None if seconds is None else time.monotonic() + seconds
-                running[remote.remote(fn_ref, item, index, name)] = (index, deadline)
+                running[_for_item(remote, current, index).remote(fn_ref, item, index, name)] = (index, deadline)
             ready, _ = ray.wait(list(running), num_returns=1, timeout=_wait_s(running))
             for ref in ready:
                 index, _ = running.pop(ref)
@@ -157,6 +157,20 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
         for ref in running:
             ray.cancel(ref, force=True)
     return [results[index] for index in range(total)]
+
+
+def _for_item(remote: Any, current: Optional[Dict[str, Any]], index: int) -> Any:
+    """The task for item ``index``: with determinism asked for, its own seed, as locally."""
+    from ..core import seeds
+
+    if current is None:
+        return remote
+    item, variables = seeds.item_settings(current, "map_isolated", index)
+    if not variables:
+        return remote
+    env = runtime_env(**item)
+    env["env_vars"][seeds.ORIGIN_VARIABLE] = variables[seeds.ORIGIN_VARIABLE]
+    return remote.options(runtime_env=env)
 
 
 def _wait_s(running: Mapping[Any, tuple]) -> Optional[float]:

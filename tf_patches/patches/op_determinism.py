@@ -42,7 +42,7 @@ NAME = "op_determinism"
 TITLE = "Repeatable runs: seeds, and the determinism switch each TensorFlow version reads"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/18096"
 GATE = Gate(versions=">=1.14")  # TF_CUDNN_DETERMINISTIC, the first switch, came with 1.14
-DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
+DEFAULT_SEED = seeds.DEFAULT_SEED
 OPTIONS = (
     Option("deterministic", "TF_PATCHES_DETERMINISTIC", flag, False,
            "1: repeatable runs: seed everything and turn on the determinism switch this TF "
