@@ -88,9 +88,15 @@ def worker_setup() -> None:
     """Ray's worker set-up hook: arm the bootstrap in this worker, as its ``sitecustomize`` does
     under ``tf-patches run`` (apply at ``import tensorflow``, options from ``TF_PATCHES_*``), or
     apply now if TensorFlow is imported already. Errors propagate: Ray then stops the worker and
-    its task fails, rather than running unpatched."""
-    from ..autoapply import bootstrap
+    its task fails, rather than running unpatched.
 
+    A worker's seed is the one its ``runtime_env`` names (you seeded the workers so), never one
+    derived because the driver that started a local cluster was seeded: Ray's processes inherit
+    the driver's environment, not its place as their parent (``map_isolated`` derives each item's)."""
+    from ..autoapply import bootstrap
+    from ..core import seeds
+
+    os.environ.pop(seeds.SEEDED_BY_VARIABLE, None)
     bootstrap.arm()
 
 
