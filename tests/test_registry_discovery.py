@@ -196,3 +196,9 @@ def test_a_signature_without_its_probe_is_refused(library):
     with pytest.raises(TypeError, match="PROBE"):
         tf_patches.register(patch)
     assert "discovery_half_a_signature" not in registry.names()
+
+
+def test_every_registered_spec_hashes_with_what_its_module_declares(library):
+    """A PatchSpec (the engine keys its settings by them) hashes with its LIFECYCLE_OPTIONS mapping."""
+    specs = registry.specs()
+    assert NAME in registry.names() and len({hash(spec) for spec in specs}) == len(specs)

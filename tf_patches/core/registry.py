@@ -55,7 +55,8 @@ class PatchSpec:
     canary: Optional[Callable[[], "Finding"]] = None
     # apply_all keywords under which it installs on a CPU machine where the defaults do not (an
     # opt-in asked for, the build it is for described with env=): for the lifecycle suite and the canary.
-    lifecycle_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # Not compared: a mapping has no hash, and a PatchSpec stays hashable.
+    lifecycle_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False)
     # (module under tensorflow, attribute) it needs beyond those it replaces: a moved-symbol check.
     lifecycle_needs: Tuple[Tuple[str, str], ...] = ()
 
