@@ -423,31 +423,11 @@ def test_map_isolated_checks_max_in_flight():
             tf_patches.map_isolated(item_and_pid, [1], max_in_flight=bad)
 
 
-def seeded_draws(item: int) -> list:
-    """What an item draws first from each generator tf-patches seeds, and where its seed came from."""
-    import random
-
-    import numpy as np
-    import tensorflow as tf
-
-    reason = tf_patches.report()["op_determinism"].reason
-    return [reason, random.random(), float(np.random.random()), float(tf.random.uniform([]))]
-
-
-def draws_after(seed: int) -> list:
-    """The oracle: what a process seeded with ``seed`` draws first, drawn in this one."""
-    import random
-
-    import numpy as np
-    import tensorflow as tf
-
-    tf_patches.seed_everything(seed)
-    return [random.random(), float(np.random.random()), float(tf.random.uniform([]))]
-
-
 def test_map_isolated_gives_each_item_its_own_seed(tf):
     """Issue 22: 0.2 seeded every item with the parent's seed, so all drew the same numbers. Item
     i now draws what derive_seed(seed, "map_isolated", i) gives, and its report says so."""
+    from .seeding import draws_after, seeded_draws
+
     tf_patches.apply_all(deterministic=True, seed=3)
     items = tf_patches.map_isolated(seeded_draws, [0, 1], max_in_flight=2, timeout=240)
     for index, (reason, *values) in enumerate(items):

@@ -22,6 +22,7 @@ from tf_patches.core.environment import Environment
 from tf_patches.patches import op_determinism
 
 from .fresh import run_fresh
+from .seeding import draws_after
 
 NAME = "op_determinism"
 SEED = 1234
@@ -318,15 +319,6 @@ SPAWNED = """
 """
 
 
-def _draws_after(seed):
-    """The oracle: what a process seeded with ``seed`` draws first, drawn in this one."""
-    import numpy as np
-    import tensorflow as tf
-
-    tf_patches.seed_everything(seed)
-    return [random.random(), float(np.random.random()), float(tf.random.uniform([]))]
-
-
 def test_spawned_workers_are_not_seeded_like_their_parent(tf, tmp_path):
     """A script's top-level apply_all(deterministic=True) runs again in each spawned worker: 0.2
     seeded every one with 7, so all drew the parent's numbers. Now a worker draws what the seed
@@ -338,10 +330,10 @@ def test_spawned_workers_are_not_seeded_like_their_parent(tf, tmp_path):
     own_reason, own = result["children"]["True"]
     assert plain_reason.count("derive_seed(7, 'multiprocessing', 1)") == 1, plain_reason
     assert f"process {result['pid']}, which started this one, was seeded with 7" in plain_reason
-    assert result["parent"] == _draws_after(7)
+    assert result["parent"] == draws_after(7)
     assert all(a != b for a, b in zip(plain, result["parent"]))
-    assert plain == _draws_after(tf_patches.derive_seed(7, "multiprocessing", 1))
-    assert own == _draws_after(tf_patches.derive_seed(7, "worker", 1))
+    assert plain == draws_after(tf_patches.derive_seed(7, "multiprocessing", 1))
+    assert own == draws_after(tf_patches.derive_seed(7, "worker", 1))
 
 
 def test_the_seed_decision_for_children_and_fan_out_items(monkeypatch):

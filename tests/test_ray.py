@@ -230,21 +230,10 @@ def test_runtime_env_patches_an_actor_which_grows_where_fresh_workers_stay_flat(
     assert driver_growth < FLAT_MIB, f"the driver grew by {driver_growth:.1f} MiB"
 
 
-def seeded_draws(item: int) -> list:
-    """What a worker draws first from each generator tf-patches seeds, and where its seed came from."""
-    import random
-
-    import numpy as np
-    import tensorflow as tf
-
-    reason = tf_patches.report()["op_determinism"].reason
-    return [reason, random.random(), float(np.random.random()), float(tf.random.uniform([]))]
-
-
 def test_map_isolated_gives_each_item_the_seed_it_gets_locally(cluster, tf):
     """Issue 22: item i's seed is derive_seed(seed, "map_isolated", i) on Ray as locally, so a
     sweep moved to the cluster draws the same numbers."""
-    from .test_isolation import draws_after
+    from .seeding import draws_after, seeded_draws
 
     tf_patches.apply_all(deterministic=True, seed=5, env=tf_patches.detect())
     (reason, *values), = tp_ray.map_isolated(seeded_draws, [0], timeout=240)
