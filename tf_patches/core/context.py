@@ -297,7 +297,7 @@ def restore(owner: Any, attribute: str, raw: Any) -> None:
 
 def unspent(value: Any) -> Any:
     """``value``, or, where it is a ``tf_patches.diagnose()`` probe removed while something wrapped
-    it (marked ``__tf_patches_spent__`` by :class:`tf_patches.diagnosis.signatures.Installer`), what the
+    it (marked ``__tf_patches_spent__`` by :class:`tf_patches.core.signature.Installer`), what the
     probe had replaced (through any number of them): a patch applied inside a diagnosis restores
     TF's own function on revert, not the spent probe."""
     while type(value) is FunctionType:
