@@ -3,8 +3,9 @@ integrations: a patch added to ``registry.PATCH_MODULES`` gets each check here b
 (what it needs to install on this CPU machine is its module's ``LIFECYCLE_OPTIONS``, read from the
 registry; tests/test_registry_discovery.py runs these checks on a patch registered by a test).
 
-Nothing is skipped: a patch that does not apply to this TensorFlow (``keras2_predict_loop`` on
-2.21, the advisories) must say so in its report row, for its gate's reason, and change nothing.
+A patch that does not apply to this TensorFlow (``keras2_predict_loop`` on 2.21, the advisories)
+must say so in its report row, for its gate's reason, and change nothing; a check of what it
+replaces is then skipped with that reason, never passed with nothing checked.
 The checks that need a clean interpreter share three fresh processes.
 """
 
@@ -53,6 +54,17 @@ def _apply(name: str) -> tf_patches.Report:
 def _replaced(name: str) -> List[Replaced]:
     state = engine._states.get(name)
     return list(state.ctx.replaced) if state is not None and state.ctx is not None else []
+
+
+def _skip_if_nothing_replaced(name: str, report: tf_patches.Report) -> None:
+    """A check of replacements proves nothing where the patch replaces nothing on this TF: its row
+    must say why (the gate's reason, or an installed patch that replaces no attribute), then the
+    test is skipped with that reason rather than passed."""
+    if _replaced(name):
+        return
+    status = _check_row(name, report)
+    pytest.skip(f"{name} replaces nothing on TF {report.environment.version}: {status}"
+                + (f": {report[name].reason}" if report[name].reason else ""))
 
 
 def _expected(name: str, env: Any) -> Tuple[str, Optional[str]]:
@@ -160,7 +172,9 @@ def test_apply_revert_apply_restores_the_same_objects(tf, name):
     before = _namespaces()
     targets: List[Tuple[Any, str]] = []
     for _ in range(2):
-        _check_row(name, _apply(name))
+        report = _apply(name)
+        _check_row(name, report)
+        _skip_if_nothing_replaced(name, report)
         replaced = _replaced(name)
         assert not targets or [(r.owner, r.attribute) for r in replaced] == targets
         targets = [(r.owner, r.attribute) for r in replaced]
@@ -233,7 +247,7 @@ def _held(owner: Any, prefix: str, count: int) -> List[Any]:
 
 @pytest.mark.parametrize("name", PATCHES)
 def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeypatch, name):
-    _apply(name)
+    _skip_if_nothing_replaced(name, _apply(name))
     originals = [r.original for r in _replaced(name)]
     tf_patches.revert_all()
     user = types.ModuleType(USER_MODULE)
@@ -269,7 +283,11 @@ def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeyp
 def test_no_binding_of_a_replaced_function_is_left_in_tf_packages(tf, name):
     """replace_everywhere (api_only or not) reaches every binding in TF's packages: a search of all
     loaded modules finds the original nowhere there once the patch is applied."""
-    _check_row(name, _apply(name))
+    report = _apply(name)
+    _check_row(name, report)
+    if not any(r.everywhere for r in _replaced(name)):
+        pytest.skip(f"{name} rebinds nothing everywhere on TF {report.environment.version}: "
+                    f"{report[name].status}" + (f": {report[name].reason}" if report[name].reason else ""))
     left = [f"{module_name}.{attribute}" for r in _replaced(name) if r.everywhere
             for module_name, module, attribute in context._bindings(r.original)
             if context._library_module(module_name, module)]
@@ -302,7 +320,8 @@ def test_a_moved_symbol_fails_that_patch_alone(tf, monkeypatch, name):
     tf_patches.revert_all()
     if _check_row(name, baseline) != "applied":
         assert not targets  # nothing installed here, so nothing can move: the row says why
-        return
+        pytest.skip(f"{name} installs nothing on TF {baseline.environment.version}: "
+                    f"{baseline[name].status}: {baseline[name].reason}")
     if not targets:  # a patch that replaces nothing names what it needs (LIFECYCLE_NEEDS)
         targets = [(tf_module(dotted), attribute) for dotted, attribute in _spec(name).lifecycle_needs]
         assert targets, f"{name} replaces nothing here: its module must name LIFECYCLE_NEEDS"
