@@ -3,13 +3,17 @@
 #   scripts/dev.sh demo     set up .venv (newest TensorFlow) and show the leak and the reproducibility
 #                           trap on this machine, before and after (the README's main command)
 #   scripts/dev.sh report   set up .venv and print what tf-patches does here, and why
-#   scripts/dev.sh test     set up .venv and .venv-oldest, run the suite on the newest TF and the
-#                           version-sensitive tests on the oldest TF installable for this Python,
-#                           then the benchmarks with --smoke (a few iterations, no thresholds)
+#   scripts/dev.sh test     set up the venvs, run the suite on the newest TF and the version-sensitive
+#                           tests on the oldest TF installable for this Python, then the Python matrix
+#                           (newest TF on Python 3.13; the tests needing no TF on Python 3.8, no TF),
+#                           the installed wheel's checks, and the benchmarks with --smoke (a few
+#                           iterations, no thresholds); a missing Python is an error, never a skip
 #   scripts/dev.sh bench [--smoke]  run benchmarks/ on the newest TF (and Keras 2's on the oldest)
 #   scripts/dev.sh nightly  set up .venv-nightly (newest tf-nightly-cpu), say per patch whether its bug is
 #                           still there (scripts/canary.py), run the version-sensitive tests on it;
 #                           the canary to run before each release, not part of `test` (nor CI)
+# With a selection (`test -k NAME`, `test tests/test_x.py`), each leg runs the selected files of its
+# own list only (with -k passed on), and the benchmarks are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,36 +32,119 @@ TORCH="torch==2.13.0"
 # Ray, for tf_patches.ray (tests/test_ray.py, never skipped, and benchmarks/ray_isolation.py):
 # newest leg only, the version verified with tensorflow-cpu 2.21.0.
 RAY="ray==2.60.0"
+# The Python matrix (issue 24): the newest Python that tensorflow-cpu $NEWEST_TF has wheels for runs
+# OLDEST_TESTS on it; the oldest Python that setup.cfg's python_requires claims runs, without TF
+# (TF 2.13.1, the last for 3.8, costs ≈4 min to install and is ≈ the oldest leg's TF), the tests
+# that need none: import, engine, CLI, bootstrap, gates, layout. Interpreters: python3.X on PATH, or
+# pyenv's (~/.pyenv/versions/3.X.*); TF_PATCHES_NEWEST_PYTHON / TF_PATCHES_OLDEST_PYTHON name one.
+NEWEST_PY=3.13
+OLDEST_PY=3.8
+NO_TF_TESTS=(tests/test_without_tf.py tests/test_gate.py tests/test_layout.py tests/test_importhook.py)
 # The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test).
 NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib)
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 # venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with
-# tensorflow-cpu==TF_VERSION (or TF_VERSION itself when it is a requirement: tf-nightly-cpu==…),
-# this package (editable) with its test extras, and EXTRA packages; skipped when nothing it
-# depends on changed.
+# tensorflow-cpu==TF_VERSION (or TF_VERSION itself when it is a requirement: tf-nightly-cpu==…; none
+# for "none"), this package (editable) with its test extras, and EXTRA packages; skipped when nothing
+# it depends on changed. VENV_PYTHON (default $PYTHON) is the interpreter it is made with.
 venv() {
-  local dir="$1" tf="$2" req="tensorflow-cpu==$2"
+  local dir="$1" tf="$2" req=("tensorflow-cpu==$2")
   shift 2
-  [[ "$tf" != *==* ]] || req="$tf"
+  [[ "$tf" != *==* ]] || req=("$tf")
+  [ "$tf" != none ] || req=()
   local stamp
   stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py | sha256sum | cut -c1-16)"
+  venv_with "${VENV_PYTHON:-$PYTHON}" "$dir" "$stamp" "${req[@]}" -e ".[test]" "$@"
+}
+
+# venv_with PYTHON DIR STAMP REQ...: DIR made with PYTHON (remade if its Python X.Y differs) and
+# `pip install REQ...`, skipped when STAMP (and PYTHON, where it is not $PYTHON) is the last install's.
+venv_with() {
+  local python="$1" dir="$2" stamp="$3" version='import sys; print(sys.version_info[:2])'
+  shift 3
+  [ "$python" = "$PYTHON" ] || stamp="$python $stamp"
   if [ -x "$dir/bin/python" ] && [ "$(cat "$dir/.tf-patches-stamp" 2>/dev/null)" = "$stamp" ]; then
     return 0
   fi
-  echo "== setting up $dir ($req)" >&2
-  [ -x "$dir/bin/python" ] || "$PYTHON" -m venv "$dir"
-  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "$req" -e ".[test]" "$@" \
-      > "$dir/pip.log" 2>&1; then
+  echo "== setting up $dir ($python: $*)" >&2
+  if [ -x "$dir/bin/python" ] && [ "$("$dir/bin/python" -c "$version")" != "$("$python" -c "$version")" ]; then
+    "$python" -m venv --clear "$dir"
+  fi
+  [ -x "$dir/bin/python" ] || "$python" -m venv "$dir"
+  if ! "$dir/bin/python" -m pip install -q --disable-pip-version-check "$@" > "$dir/pip.log" 2>&1; then
     cat "$dir/pip.log" >&2
     exit 1
   fi
   echo "$stamp" > "$dir/.tf-patches-stamp"
 }
 
+# find_python X.Y: print an interpreter of Python X.Y: $2 if given, else pythonX.Y on PATH (a pyenv
+# shim runs only where that version is selected), else pyenv's newest X.Y.*. None is an error, said
+# loudly: the matrix leg must not vanish in silence.
+find_python() {
+  local want="$1" given="${2:-}" candidate check candidates=()
+  check="import sys; sys.exit(sys.version_info[:2] != tuple(map(int, '$want'.split('.'))))"
+  if [ -n "$given" ]; then
+    candidates=("$given")
+  else
+    candidates=("python$want")
+    while IFS= read -r candidate; do candidates+=("$candidate"); done \
+      < <(ls -d "${PYENV_ROOT:-$HOME/.pyenv}/versions/$want".*/bin/"python$want" 2>/dev/null | sort -rV)
+  fi
+  for candidate in "${candidates[@]}"; do
+    if "$candidate" -c "$check" >/dev/null 2>&1 && "$candidate" -c "import venv, ensurepip" 2>/dev/null; then
+      "$candidate" -c "import sys; print(sys.executable)"
+      return 0
+    fi
+  done
+  {
+    echo "=================================================================================="
+    echo "== FAILED: no Python $want with venv here (tried: ${candidates[*]})."
+    echo "== The Python matrix of \`scripts/dev.sh test\` needs it: pyenv install $want, or name one"
+    echo "== with TF_PATCHES_NEWEST_PYTHON / TF_PATCHES_OLDEST_PYTHON."
+    echo "=================================================================================="
+  } >&2
+  return 1
+}
+
 pytest_run() {  # pytest_run VENV ARGS...: exit status 5 (no tests collected) is a failure too
   local dir="$1"; shift
   "$dir/bin/python" -m pytest -q -p no:cacheprovider "$@"
+}
+
+# leg VENV LIST KEYWORDS ARGS...: the tests of the array named LIST in VENV, -k KEYWORDS unless
+# empty, with the selection ARGS: its files run only where they are in LIST (none there: the leg says
+# so), its options (-k) after; a selection that matches no test of the leg (pytest's 5) is no failure.
+leg() {
+  local dir="$1" list="$2[@]" files=() options=() arg file status=0
+  [ -z "$3" ] || options=(-k "$3")
+  shift 3
+  local tests=("${!list}") selected=0
+  for arg in "$@"; do
+    if [ -e "${arg%%::*}" ]; then
+      selected=1
+      for file in "${tests[@]}"; do
+        case "$(realpath -m --relative-to=. "${arg%%::*}")/" in
+          "$file/"|"$(dirname "$file")/"|./) files+=("$file${arg#"${arg%%::*}"}") ;;
+        esac
+      done
+    else
+      options+=("$arg")
+    fi
+  done
+  if [ "$selected" = 0 ]; then
+    files=("${tests[@]}")
+  elif [ ${#files[@]} -eq 0 ]; then
+    echo "== not run: no selected file is among this leg's tests"
+    return 0
+  fi
+  pytest_run "$dir" "${files[@]}" "${options[@]}" || status=$?
+  if [ "$status" = 5 ] && [ $# -gt 0 ]; then
+    echo "== no test of this leg matches the selection"
+  elif [ "$status" != 0 ]; then
+    return "$status"
+  fi
 }
 
 # bench show|check ARGS...: each benchmark on the newest TF, then keras2_predict_loop on the oldest
@@ -95,17 +182,28 @@ case "${1:-}" in
     .venv/bin/tf-patches report "$@"
     ;;
   test)
+    # Interpreters first: a missing one fails before anything is installed or run.
+    py_newest=$(find_python "$NEWEST_PY" "${TF_PATCHES_NEWEST_PYTHON:-}")
+    py_oldest=$(find_python "$OLDEST_PY" "${TF_PATCHES_OLDEST_PYTHON:-}")
     venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
     venv .venv-oldest "$OLDEST_TF"
+    VENV_PYTHON="$py_newest" venv ".venv-py${NEWEST_PY/./}" "$NEWEST_TF"
+    VENV_PYTHON="$py_oldest" venv ".venv-py${OLDEST_PY/./}" none
+    # tests/test_wheel.py builds the sdist and wheel and installs the wheel here: TF, no tf-patches.
+    venv_with "$PYTHON" .venv-wheel "$NEWEST_TF build pytest" "tensorflow-cpu==$NEWEST_TF" build pytest
     shift
     # The --malloc tests (tests/test_autoapply.py) need both allocators: Debian packages, as root.
     dpkg -s libtcmalloc-minimal4 libjemalloc2 >/dev/null 2>&1 || { [ "$(id -u)" = 0 ] && apt-get update -qq \
       && apt-get install -y -qq libtcmalloc-minimal4 libjemalloc2 >/dev/null; } \
       || echo "== cannot install libtcmalloc-minimal4 libjemalloc2: the --malloc tests will fail" >&2
-    echo "== tests on tensorflow-cpu $NEWEST_TF"
-    pytest_run .venv "$@"
+    echo "== tests on tensorflow-cpu $NEWEST_TF (Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); the installed wheel in .venv-wheel)"
+    TF_PATCHES_WHEEL_VENV=.venv-wheel pytest_run .venv "$@"
     echo "== version-sensitive tests on tensorflow-cpu $OLDEST_TF"
-    pytest_run .venv-oldest "${OLDEST_TESTS[@]}" -k "not torch" "$@"
+    leg .venv-oldest OLDEST_TESTS "not torch" "$@"
+    echo "== version-sensitive tests on tensorflow-cpu $NEWEST_TF, Python $NEWEST_PY ($py_newest)"
+    leg ".venv-py${NEWEST_PY/./}" OLDEST_TESTS "not torch" "$@"
+    echo "== tests that need no TensorFlow, without it, on Python $OLDEST_PY ($py_oldest)"
+    leg ".venv-py${OLDEST_PY/./}" NO_TF_TESTS "" "$@"
     if [ $# -eq 0 ]; then
       echo "== benchmarks --smoke (so a refactor cannot break one unnoticed; the figures mean nothing)"
       bench check --smoke
@@ -135,7 +233,7 @@ case "${1:-}" in
     exit "$status"
     ;;
   *)
-    sed -n '2,13p' "$0" >&2
+    sed -n '2,17p' "$0" >&2
     exit 2
     ;;
 esac
