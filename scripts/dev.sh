@@ -233,7 +233,7 @@ case "${1:-}" in
     exit "$status"
     ;;
   *)
-    sed -n '2,17p' "$0" >&2
+    sed -n '2,16p' "$0" >&2
     exit 2
     ;;
 esac
