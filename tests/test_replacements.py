@@ -82,8 +82,9 @@ def test_each_replacement_keeps_the_originals_identity(tf, name, kwargs):
 
 @pytest.mark.parametrize("name, kwargs", CONFIGS, ids=IDS)
 def test_autograph_treats_each_replacement_as_tensorflows(tf, name, kwargs):
-    """AutoGraph converts what is not TensorFlow's own: a replaced function it converted made a user
-    tf.function calling gen_random_ops.random_uniform trace ≈5x slower (benchmarks/replacements.py)."""
+    """AutoGraph converts what is not TensorFlow's own (its allowlist verdict differed from the
+    original's for 23 of 0.2's 59 replacements); the first trace it pays for is in
+    benchmarks/replacements.py."""
     conversion = tf_module("python.autograph.impl.conversion")
     for r in _install(name, kwargs):
         original = _function(r.original)
