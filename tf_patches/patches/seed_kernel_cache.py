@@ -109,9 +109,9 @@ class Router:
         self._patch = patch  # its ``active`` turns False at revert: wrappers user code kept pass through
         self._context = context
         self.eager_tensor = eager_tensor
-        self.uint64, self._int32 = uint64, int32
+        self._uint64, self._int32 = uint64, int32
         self._ctx: Any = None  # the eager context the cached tensors belong to
-        self.host = ""  # its host CPU: tensors named for it are built without a device search
+        self._host = ""  # its host CPU: tensors named for it are built without a device search
         self._keys: Dict[int, Any] = {}
         self._alg: Any = None
 
@@ -130,20 +130,21 @@ class Router:
             return None
         return ctx
 
-    def tensors(self, ctx: Any, seed: int, seed2: int) -> Tuple[Any, Any, Any]:
-        """key=[seed], counter=[0, seed2] (uint64) and alg (int32), on the host: the twin's
-        inputs. The key and alg are cached per context; the counter is new for every draw."""
+    def tensors(self, ctx: Any, seed: int, seed2: int, blocks: int = 0) -> Tuple[Any, Any, Any]:
+        """key=[seed], counter=[blocks, seed2] (uint64) and alg (int32), on the host: the twin's
+        inputs (``blocks``: what the pair's stateful kernel reserved before, in exact mode). The
+        key and alg are cached per context; the counter is new for every draw."""
         if ctx is not self._ctx:
             self._ctx, self._keys = ctx, {}
-            self.host = ctx.host_address_space() + "/device:CPU:0"
-            self._alg = self.eager_tensor(PHILOX, self.host, self._int32)
+            self._host = ctx.host_address_space() + "/device:CPU:0"
+            self._alg = self.eager_tensor(PHILOX, self._host, self._int32)
         key = self._keys.get(seed)
-        if key is None:  # (exact mode reads host and uint64 too)
+        if key is None:
             if len(self._keys) >= _MAX_KEYS:
                 self._keys.clear()
-            key = self._keys[seed] = self.eager_tensor([seed], self.host, self.uint64)
+            key = self._keys[seed] = self.eager_tensor([seed], self._host, self._uint64)
         # ≈5 µs; with an empty device name EagerTensor searches for the device (≈14 µs).
-        return key, self.eager_tensor([0, seed2], self.host, self.uint64), self._alg
+        return key, self.eager_tensor([blocks, seed2], self._host, self._uint64), self._alg
 
 
 class PairTable:
@@ -266,10 +267,8 @@ def exact_tensors(router: "Router", table: PairTable, op: str) -> Callable[..., 
     op_code = sorted(_CONSUMPTION).index(op) * 32
 
     def tensors(ctx: Any, seed: int, seed2: int, first: Any, kind_source: Any) -> Tuple[Any, Any, Any]:
-        key, _, alg = router.tensors(ctx, seed, seed2)
         before = table.advance(ctx._rng, op_code + _dtype_code(kind_source), seed2, units_of(first))
-        counter = router.eager_tensor([(before or 0) * blocks_per_unit, seed2], router.host, router.uint64)
-        return key, counter, alg
+        return router.tensors(ctx, seed, seed2, (before or 0) * blocks_per_unit)
 
     return tensors
 
