@@ -38,10 +38,15 @@ class Signature:
     unit: str  # what one count is, plural ("fresh stateful random kernels")
     unit_bytes: Callable[[str], Optional[int]]  # by TF version (see by_minor); None: fitted from RSS
     floor: int  # counts up to this are set-up, not a loop: the signature has not fired
-    fix: str  # what to do, after the patch's own line
+    fix: str  # what the patch does about it, in a few words
     run_flags: Tuple[str, ...] = ()  # `tf-patches run` flags of the fix
     apply_kwargs: str = ""  # the same as apply_all() arguments
     patch: str = ""  # registry name of the fix (or the advisory): the registry fills it in
+    # For someone who never heard of the library (issue 20): the leak in plain words, singular
+    # ("a new random-op kernel kept per draw"); the fix in their own code; the fix upstream.
+    name: str = ""
+    code_fix: str = ""
+    upstream_fix: str = ""
 
 
 class Installer:

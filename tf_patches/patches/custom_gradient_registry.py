@@ -150,7 +150,12 @@ def install(ctx: PatchContext) -> str:
 
 # --- diagnose: the live signature ---------------------------------------------------------------
 SIGNATURE = Signature(unit="tf.custom_gradient registrations kept (one or two per traced train step)",
-                      unit_bytes=by_minor({}, None), floor=16, fix="registrations freed with their graph")
+                      unit_bytes=by_minor({}, None), floor=16, fix="registrations freed with their graph",
+                      name='a tf.custom_gradient registration, and the graph it holds, kept per trace',
+                      code_fix=('trace fewer times: build each model and its train step once and reuse them '
+                                '(`tf.keras.backend.clear_session()` does not free these), or a fresh process'
+                                ' per model (`tf_patches.run_isolated`)'),
+                      upstream_fix='fixed in TensorFlow 2.22 (pull request 109334)')
 
 
 class KeptCustomGradients(Probe):

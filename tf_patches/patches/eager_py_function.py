@@ -126,7 +126,11 @@ SIGNATURE = Signature(
     unit="eager tf.py_function calls, each a new kernel and a callback kept",
     # This module's docstring: 39,700 KiB per 1,000 calls on 2.21.0, 43,000 on 2.12.1.
     unit_bytes=by_minor({"2.12": 43_000 * KIB // 1000}, 39_700 * KIB // 1000), floor=16,
-    fix="pooled tokens: kernels reused, callbacks freed")
+    fix="pooled tokens: kernels reused, callbacks freed",
+    name='a new kernel and a kept callback per eager tf.py_function call',
+    code_fix=('in eager code call the Python function directly, or keep the tf.py_function inside a '
+              '`tf.function` that is traced once'),
+    upstream_fix='open upstream (TF 35010, 51839): no TensorFlow release fixes it')
 
 
 class FreshPyFuncTokens(Probe):

@@ -94,7 +94,12 @@ def install(ctx: PatchContext) -> str:
 
 # --- diagnose: the live signature ---------------------------------------------------------------
 SIGNATURE = Signature(unit="Dataset.from_generator datasets gone whose generator is kept",
-                      unit_bytes=by_minor({}, None), floor=4, fix="the generator is freed with its dataset")
+                      unit_bytes=by_minor({}, None), floor=4, fix="the generator is freed with its dataset",
+                      name='a Dataset.from_generator dataset gone whose generator is never freed',
+                      code_fix=('make the dataset once and reuse it (not one per fold or epoch), or keep what'
+                                ' the generator holds small; `tf.data.Dataset.from_tensor_slices` for '
+                                'in-memory data'),
+                      upstream_fix='fixed in TensorFlow 2.22 (pull request 123530)')
 
 
 class KeptGenerators(Probe):

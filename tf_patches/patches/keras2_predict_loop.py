@@ -167,7 +167,11 @@ SIGNATURE = Signature(
     unit="Keras 2 input pipelines built for in-memory data (predict/fit/evaluate calls)",
     # This module's docstring: 248 KiB per predict on 2.12.1, 268 on 2.14.1.
     unit_bytes=by_minor({"2.12": 248 * KIB, "2.14": 268 * KIB}, 258 * KIB), floor=8,
-    fix="one in-memory batch served without the leaking pipeline")
+    fix="one in-memory batch served without the leaking pipeline",
+    name='a new tf.data input pipeline built per Keras 2 predict() call',
+    code_fix=('in a loop over small in-memory batches call `model(x, training=False)` instead of '
+              '`model.predict(x)`'),
+    upstream_fix='open upstream (TF 58676)')
 
 
 class KerasPipelines(Probe):

@@ -44,7 +44,10 @@ SIGNATURE = Signature(
     # (tf.constant 16, tf.zeros([1]) 34: tests/test_diagnosis.py). The 64 MB per 100,000
     # tf.zeros([1]) measured on 2.16 (3 tensors each) is 213 B.
     unit_bytes=by_minor({"2.16": 213}, 24), floor=10_000,
-    fix="an advisory, nothing to patch: upgrade to TensorFlow >= 2.17 or run on Python 3.10")
+    fix="an advisory, nothing to patch: upgrade to TensorFlow >= 2.17 or run on Python 3.10",
+    name='a few bytes kept per eager tensor (Python ≥ 3.11, TensorFlow < 2.17)',
+    code_fix=("make fewer eager tensors: wrap the loop's body in a `tf.function`"),
+    upstream_fix='fixed in TensorFlow 2.17 (or run on Python 3.10)')
 
 
 class EagerTensors(Probe):

@@ -479,7 +479,11 @@ SIGNATURE = Signature(
          "the most the kernel cache held at once)",
     # FINDINGS.md: 35,576 KiB per 1,000 calls on 2.21.0, 37,993 on 2.12.1.
     unit_bytes=by_minor({"2.12": 37_993 * KIB // 1000}, 35_576 * KIB // 1000), floor=256,
-    fix="stock numbers through stateless twins, no kernel per draw")
+    fix="stock numbers through stateless twins, no kernel per draw",
+    name='a new random-op kernel kept per draw (global seed set, no op seed)',
+    code_fix=('give each random op its own seed (`tf.random.uniform(shape, seed=7)`), or draw with '
+              '`tf.random.stateless_uniform(shape, seed=[s, step])` or a `tf.random.Generator`'),
+    upstream_fix='open upstream since 2020 (TF 36164): no TensorFlow release fixes it')
 
 
 class FreshSeedKernels(Probe):
