@@ -16,6 +16,15 @@ leaves running when it ends (found by the diagnosis directory in its environment
 before the report: SIGTERM, a grace, SIGKILL. Like ``tf-patches run``: 2 for no command or an
 unusable output file, 126 when the command cannot run, 127 when it is not found, 125 when
 tf-patches itself fails before starting it.
+
+``--verify`` (opt-in: it doubles the run time): where the report names leaks with a fix, the
+command runs a second time, in the same way (environment, ``--malloc``, patch options), with those
+fixes applied as ``tf-patches run`` would apply them (the patches on, plus the union of the named
+signatures' ``run_flags``), diagnosed too; ``report.verification`` says what the fixes removed
+(the first run's growth minus the fix run's): the report's way to check its own figures. The
+report comes out after the fix run; the exit status is the first run's. A signal during the fix
+run is handled as during the first; one during the first run (a Ctrl-C the command caught, a
+process manager's SIGTERM) or a first run killed by a signal means no fix run.
 """
 
 from __future__ import annotations
@@ -61,6 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", metavar="S", type=_seconds,
                         help="sample every S seconds and print an interim report to stderr as often "
                              f"(default: sample every {diagnosis.DEFAULT_INTERVAL:g} s, report at the end)")
+    parser.add_argument("--verify", action="store_true",
+                        help="where leaks with a fix are named, run the command again with those fixes "
+                             "applied and report what they removed (doubles the run time)")
     parser.add_argument("--patched", action="store_true",
                         help="apply the patches (defaults, as `tf-patches run`); any patch option below "
                              "applies them too. Without either, the command runs unpatched")
@@ -85,17 +97,29 @@ def run(args: argparse.Namespace) -> int:
             _say(f"--malloc {args.malloc}: {exc}")
             return autoapply.EXIT_FAILED
         with _Signals() as signals:
-            child = _start(command, env)
-            if isinstance(child, int):
-                return child
-            signals.started(child)
-            interim = (lambda samples: _interim(directory, command, samples)) if args.interval else None
-            returncode, samples = _watch(child, interval, interim)
-            _end_leftovers(directory)
-            _report_at_exit(args, directory, command, returncode, samples)
+            started = _run_once(command, env, directory, interval, signals, args.interval is not None)
+            if isinstance(started, int):
+                return started
+            returncode, samples = started
+            _report_at_exit(args, directory, command, returncode, samples, signals, interval)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
     return _exit_like(returncode)
+
+
+def _run_once(command: Sequence[str], env: Dict[str, str], directory: str, interval: float,
+              signals: "_Signals", interim: bool, title: str = "the command still runs"
+              ) -> Union[int, Tuple[int, List[Sample]]]:
+    """Start the command, sample it until it ends, end what it left running: its return code
+    (negative: a signal) and the tree's samples; or the exit status for a command that could not start."""
+    child = _start(command, env)
+    if isinstance(child, int):
+        return child
+    signals.started(child)
+    show = (lambda samples: _interim(directory, command, samples, title)) if interim else None
+    returncode, samples = _watch(child, interval, show)
+    _end_leftovers(directory)
+    return returncode, samples
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -211,15 +235,21 @@ class _Signals:
         self._child: Optional[subprocess.Popen] = None
         self._pending: List[int] = []
         self._saved: Dict[int, Any] = {}
+        self.received: List[int] = []  # every signal that reached us, forwarded or not
 
     def __enter__(self) -> "_Signals":
         if threading.current_thread() is not threading.main_thread():
             return self  # only the main thread may set handlers (main() called from a thread)
-        for name, handler in [(name, self._forward) for name in FORWARDED] + [(name, _ignore) for name in IGNORED]:
+        for name, handler in [(name, self._forward) for name in FORWARDED] + [(name, self._ignore) for name in IGNORED]:
             number = getattr(signal, name, None)
             if number is not None and signal.getsignal(number) != signal.SIG_IGN:
                 self._saved[number] = signal.signal(number, handler)
         return self
+
+    def between(self) -> None:
+        """The command has ended and another run is about to start (``--verify``): what arrives
+        meanwhile waits for it, as before the first start."""
+        self._child = None
 
     def started(self, child: subprocess.Popen) -> None:
         self._child = child
@@ -228,6 +258,7 @@ class _Signals:
             self._forward(number, None)
 
     def _forward(self, number: int, frame: Any) -> None:
+        self.received.append(number)
         if self._child is None:
             self._pending.append(number)
             return
@@ -236,13 +267,14 @@ class _Signals:
         except OSError:
             pass
 
+    def _ignore(self, number: int, frame: Any) -> None:
+        """The terminal's Ctrl-C reached the command too: its death (or not) decides what we do
+        (and, noted, that no ``--verify`` run follows)."""
+        self.received.append(number)
+
     def __exit__(self, *exc_info: Any) -> None:
         for number, handler in self._saved.items():
             signal.signal(number, signal.SIG_DFL if handler is None else handler)
-
-
-def _ignore(number: int, frame: Any) -> None:
-    """The terminal's Ctrl-C reached the command too: its death (or not) decides what we do."""
 
 
 def _watch(child: subprocess.Popen, interval: float,
@@ -317,27 +349,176 @@ def _report(directory: str, command: Sequence[str], status: Optional[int], sampl
 
 
 def _report_at_exit(args: argparse.Namespace, directory: str, command: Sequence[str], returncode: int,
-                    samples: Sequence[Sample]) -> None:
-    """The report, whatever goes wrong in it: the command's exit status must still come out."""
-    status = returncode if returncode >= 0 else 128 - returncode  # as a shell's $?
+                    samples: Sequence[Sample], signals: Optional["_Signals"] = None,
+                    interval: float = diagnosis.DEFAULT_INTERVAL) -> None:
+    """The report (after the ``--verify`` run, when asked), whatever goes wrong in it: the
+    command's exit status must still come out."""
     try:
-        _output(args, _report(directory, command, status, samples, returncode))
+        report = _report(directory, command, _shell_status(returncode), samples, returncode)
     except Exception as exc:
         _say(f"no report: {type(exc).__name__}: {exc}")
+        return
+    if getattr(args, "verify", False):
+        try:
+            _verify(args, report, command, returncode, signals or _Signals(), interval)
+        except Exception as exc:  # the first run's report still comes out
+            _note(report, f"not verified: {type(exc).__name__}: {exc}")
+    try:
+        _output(args, report)
+    except Exception as exc:
+        _say(f"no report: {type(exc).__name__}: {exc}")
+
+
+def _shell_status(returncode: int) -> int:
+    return returncode if returncode >= 0 else 128 - returncode  # as a shell's $?
+
+
+# -- --verify: the command again, with the named fixes ------------------------------------------
+def fixes_of(report: Any) -> Tuple[List[str], List[str]]:
+    """The patches whose leaks the report names with a fix (an advisory has none to run), and the
+    union of their signatures' ``tf-patches run`` flags, in order, each option once."""
+    from .signatures import signature_of
+
+    names: List[str] = []
+    for leak in getattr(report, "leaks", None) or ():
+        name = getattr(leak, "patch", None)
+        if name and getattr(leak, "fix_command", None) and name not in names:
+            names.append(name)
+    flags: List[str] = []
+    for name in names:
+        run_flags = list(signature_of(name).run_flags)
+        for index, part in enumerate(run_flags):
+            if not part.startswith("--") or part in flags:
+                continue
+            value = run_flags[index + 1:index + 2]
+            flags += [part] + (value if value and not value[0].startswith("--") else [])
+    return names, flags
+
+
+def fix_arguments(args: argparse.Namespace, flags: Sequence[str]) -> argparse.Namespace:
+    """``args`` with the patches on and ``flags`` (`tf-patches run` patch options) added, parsed by
+    `tf-patches run`'s own parser: what ``tf-patches run FLAGS -- COMMAND`` would set."""
+    parser = argparse.ArgumentParser(add_help=False)
+    autoapply.add_arguments(parser)
+    parsed = parser.parse_args([*flags, "--", "command"])
+    fixed = argparse.Namespace(**vars(args))
+    fixed.patched = True
+    for key, value in autoapply.patch_variables(parsed).items():
+        setattr(fixed, key, value)
+    return fixed
+
+
+def _verify(args: argparse.Namespace, report: Any, command: Sequence[str], returncode: int,
+            signals: "_Signals", interval: float) -> None:
+    """Run the command again with the named fixes, diagnosed, and set ``report.verification``."""
+    if returncode < 0:
+        _note(report, f"not verified: the command was killed by {_signal_name(-returncode)}")
+        return
+    if signals.received:
+        _note(report, f"not verified: {_signal_name(signals.received[0])} arrived while the command ran")
+        return
+    fixes, flags = fixes_of(report)
+    if not fixes:
+        _note(report, "nothing to verify: no leak with a fix was named")
+        return
+    fixed = fix_arguments(args, flags)
+    shown = ["tf-patches", "run", *flags, *(["--malloc", args.malloc] if args.malloc else []), "--", *command]
+    verification: Dict[str, Any] = {"fixes": fixes, "command": shown, "exit_status": None, "growth_bytes": None,
+                                    "removed_bytes": None, "rss_samples": [], "steady": None, "leaks_left": [],
+                                    "patched": []}
+    report.verification = verification
+    _say(f"--verify: running the command again with {', '.join(fixes)} fixed: {_joined(shown)}")
+    directory = tempfile.mkdtemp(prefix="tf-patches-verify-")
+    try:
+        env = _child_environment(fixed, directory, interval)
+        signals.between()
+        started = _run_once(command, env, directory, interval, signals, args.interval is not None,
+                            "the --verify run still runs")
+        if isinstance(started, int):
+            verification["exit_status"] = started
+            _note(report, f"not verified: the fix run could not start (exit status {started})")
+            return
+        fix_returncode, samples = started
+        rerun = _report(directory, command, _shell_status(fix_returncode), samples, fix_returncode)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    data = rerun.to_dict()
+    growth = int(getattr(rerun, "growth_bytes", 0) or 0)
+    verification.update(
+        exit_status=_shell_status(fix_returncode),
+        growth_bytes=growth,
+        removed_bytes=int(getattr(report, "growth_bytes", 0) or 0) - growth,
+        rss_samples=[list(sample) for sample in data.get("rss_samples", [])],
+        steady=_steady_of(data),
+        leaks_left=[getattr(leak, "patch", None) for leak in getattr(rerun, "leaks", ())
+                    if getattr(leak, "patch", None) in fixes],
+        patched=list(getattr(rerun, "patched", []) or []),
+    )
+    first = _shell_status(returncode)
+    if fix_returncode < 0:
+        _note(report, f"--verify: the fix run was killed by {_signal_name(-fix_returncode)}: "
+                      "what it removed is as of then")
+    elif fix_returncode != first:
+        _note(report, f"--verify: the fix run exited with status {fix_returncode} (the first run: {first}): "
+                      "the fixes changed what the command did, compare with care")
+    not_applied = [name for name in fixes if name not in verification["patched"]]
+    if rerun.processes and not_applied:  # TF_PATCHES_ONLY / _EXCLUDE in the user's environment, a gate
+        _note(report, f"--verify: not applied in the fix run: {', '.join(not_applied)}")
+    for note in getattr(rerun, "notes", ()) or ():
+        _note(report, f"--verify run: {note}")
+
+
+def _steady_of(data: Dict[str, Any]) -> Any:
+    """The fix run's steady-state figures, under whichever key the report keeps them."""
+    for key in ("steady", "steady_state"):
+        if data.get(key) is not None:
+            return data[key]
+    return None
+
+
+def _note(report: Any, text: str) -> None:
+    notes = getattr(report, "notes", None)
+    if isinstance(notes, list):
+        notes.append(text)
+
+
+def verification_text(verification: Optional[Dict[str, Any]]) -> str:
+    """What ``--verify`` found, in words, for the end of the text report."""
+    if not verification or verification.get("growth_bytes") is None:
+        return ""
+    removed, growth = verification["removed_bytes"], verification["growth_bytes"]
+    first = removed + growth
+    share = f" ({removed / first:.0%} of the growth)" if first > 0 else ""
+    left = verification.get("leaks_left") or []
+    return (f"Verified (--verify): with {', '.join(verification['fixes'])} fixed, the command grew "
+            f"{_signed_mib(growth)} (unfixed: {_signed_mib(first)}): the fixes removed "
+            f"{_signed_mib(removed)}{share}. "
+            + (f"Still firing: {', '.join(left)}." if left else "No named leak fired again."))
+
+
+def _joined(command: Sequence[str]) -> str:
+    import shlex
+
+    return " ".join(shlex.quote(part) for part in command)
+
+
+def _signed_mib(value: float) -> str:
+    return f"{value / 2**20:+,.1f} MiB"
 
 
 def _say(message: str) -> None:
     streams.write(sys.stderr, f"tf-patches diagnose: {message}\n")  # no stderr: nowhere (not stdout)
 
 
-def _interim(directory: str, command: Sequence[str], samples: Sequence[Sample]) -> None:
+def _interim(directory: str, command: Sequence[str], samples: Sequence[Sample],
+             title: str = "the command still runs") -> None:
     try:
         report = _report(directory, command, None, samples)
         text = str(report) if report.processes else "no process has imported TensorFlow yet"
     except Exception as exc:  # a report must never stop the command
         _say(f"no interim report: {type(exc).__name__}: {exc}")
         return
-    streams.write(sys.stderr, f"-- interim report (the command still runs) --\n{text}\n\n")
+    streams.write(sys.stderr, f"-- interim report ({title}) --\n{text}\n\n")
 
 
 def _output(args: argparse.Namespace, report: Any) -> None:
@@ -345,6 +526,9 @@ def _output(args: argparse.Namespace, report: Any) -> None:
     a reader gone (``2>&1 | head``) or a stream closed loses only what was for it. Each failure
     is said, not raised."""
     data = report.to_dict()
+    verification = getattr(report, "verification", None)
+    if verification is not None and "verification" not in data:
+        data["verification"] = verification
     if args.output is not None:
         try:
             with open(args.output, "w", encoding="utf-8") as out:
@@ -358,7 +542,11 @@ def _output(args: argparse.Namespace, report: Any) -> None:
             _say(f"plot written to {args.plot}")
         except Exception as exc:  # no matplotlib after all, an unwritable file
             _say(f"no plot: {exc}")
-    streams.write(sys.stderr, f"{report}\n")
+    text = str(report)
+    verified = verification_text(verification)
+    if verified and verified not in text:
+        text += "\n" + verified
+    streams.write(sys.stderr, f"{text}\n")
     if args.json and args.output is None:
         # On a line of its own: the command's last line may lack its newline ("progress 100%").
         streams.write(sys.stdout, f"\n{json.dumps(data)}\n")
