@@ -1,0 +1,185 @@
+"""``tf-patches diagnose --verify``: the command run a second time with the named fixes applied,
+in real subprocesses on real TensorFlow. TF 36164's loop (2,000 fresh stateful kernels, ≈35 KiB
+each): the fix run grows by a fraction of the first, the first run's exit status comes out, and
+the leak no longer fires; a clean program is run once. 5 TF processes in all (≈5 s each)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import List
+
+import pytest
+
+from tf_patches.diagnosis import command as diagnose_command
+
+from .fresh import ROOT, fresh_env
+
+PYTHON = sys.executable
+DIAGNOSE = [PYTHON, "-m", "tf_patches", "diagnose"]
+SEED = "seed_kernel_cache"
+MIB = 2**20
+
+# Each run appends the TF_PATCHES_ONLY it saw to $RUNS ("none": the unpatched first run), and
+# exits 3 unpatched, 4 patched: the fix run's status differs, the first run's must come out.
+# $WAIT_WHEN_PATCHED: the fix run says so and sleeps (a signal test stops it there).
+SEED_LOOP = """
+    import os, sys, time
+    import tensorflow as tf
+
+    tf.random.set_seed(1)
+    for _ in range(int(os.environ.get("DRAWS", "2000"))):
+        tf.random.uniform([]).numpy()
+    patched = os.environ.get("TF_PATCHES_ONLY") != "none"
+    with open(os.environ["RUNS"], "a") as runs:
+        runs.write(os.environ.get("TF_PATCHES_ONLY", "-") + "\\n")
+    if patched and os.environ.get("WAIT_WHEN_PATCHED"):
+        print("fix run waits", flush=True)
+        time.sleep(120)
+    sys.exit(4 if patched else 3)
+"""
+
+# No leak: a few ops; it records its runs as the loop does.
+CLEAN = """
+    import os
+    import tensorflow as tf
+
+    print(float(tf.reduce_sum(tf.ones([8]))))
+    with open(os.environ["RUNS"], "a") as runs:
+        runs.write(os.environ.get("TF_PATCHES_ONLY", "-") + "\\n")
+"""
+
+
+def _write(path: Path, code: str) -> Path:
+    path.write_text(textwrap.dedent(code))
+    return path
+
+
+def _runs(path: Path) -> List[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+@pytest.fixture(scope="module")
+def verified(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("verify")
+    script, runs, output = _write(folder / "seed_loop.py", SEED_LOOP), folder / "runs", folder / "report.json"
+    proc = subprocess.run(DIAGNOSE + ["--verify", "--output", str(output), "--", PYTHON, str(script)],
+                          env=fresh_env({"RUNS": str(runs)}), capture_output=True, text=True, timeout=300,
+                          cwd=str(ROOT))
+    return proc, json.loads(output.read_text()), _runs(runs)
+
+
+def test_the_fix_removes_the_growth_the_report_blamed(verified):
+    proc, data, runs = verified
+    verification = data.get("verification")
+    assert verification is not None, proc.stderr[-3000:]
+    assert verification["fixes"] == [SEED]
+    assert data["growth_bytes"] > 50 * MIB  # 2,000 kernels of ≈35 KiB: the first run leaked
+    assert verification["removed_bytes"] > data["growth_bytes"] / 2, proc.stderr[-3000:]
+    assert verification["removed_bytes"] == data["growth_bytes"] - verification["growth_bytes"]
+    assert verification["leaks_left"] == []
+    assert SEED in verification["patched"]
+    assert verification["rss_samples"] and "steady" in verification
+    assert "Verified (--verify)" in proc.stderr and "the fixes removed" in proc.stderr
+
+
+def test_the_fix_run_is_the_same_command_patched_and_the_first_status_comes_out(verified):
+    proc, data, runs = verified
+    assert runs[0] == "none" and len(runs) == 2 and runs[1] != "none"  # once unpatched, once patched
+    assert proc.returncode == 3 and data["exit_status"] == 3
+    verification = data["verification"]
+    assert verification["exit_status"] == 4
+    assert verification["command"][:3] == ["tf-patches", "run", "--"] and verification["command"][-1].endswith(".py")
+    assert any("fix run exited with status 4 (the first run: 3)" in note for note in data["notes"])
+    # The report comes out once, after the fix run.
+    assert proc.stderr.count("Known leaks found") == 1
+    assert proc.stderr.index("--verify: running the command again") < proc.stderr.index("Known leaks found")
+
+
+def test_a_clean_program_is_not_run_again(tmp_path):
+    script, runs = _write(tmp_path / "clean.py", CLEAN), tmp_path / "runs"
+    proc = subprocess.run(DIAGNOSE + ["--verify", "--json", "--", PYTHON, str(script)],
+                          env=fresh_env({"RUNS": str(runs)}), capture_output=True, text=True, timeout=300,
+                          cwd=str(ROOT))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    data = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert data["processes"] == 1 and data["leaks"] == []
+    assert _runs(runs) == ["none"]
+    assert data.get("verification") is None
+    assert "nothing to verify: no leak with a fix was named" in data["notes"]
+
+
+def test_sigterm_during_the_fix_run_reaches_it_and_the_first_status_comes_out(tmp_path):
+    script, runs, output = _write(tmp_path / "seed_loop.py", SEED_LOOP), tmp_path / "runs", tmp_path / "r.json"
+    env = fresh_env({"RUNS": str(runs), "DRAWS": "400", "WAIT_WHEN_PATCHED": "1", "PYTHONUNBUFFERED": "1"})
+    proc = subprocess.Popen(DIAGNOSE + ["--verify", "--output", str(output), "--", PYTHON, str(script)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while proc.stdout.readline() != "fix run waits\n":
+            assert time.monotonic() < deadline and proc.poll() is None
+        proc.send_signal(signal.SIGTERM)  # the parent only, as a process manager would
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 3, err[-3000:]  # the first run's
+    data = json.loads(output.read_text())
+    verification = data["verification"]
+    assert verification["exit_status"] == 128 + signal.SIGTERM  # forwarded to the fix run
+    assert any("fix run was killed by SIGTERM" in note for note in data["notes"])
+
+
+# -- in this process: which fixes, which flags, when not to run again ---------------------------
+def _leak(patch: str, fix_command=None) -> SimpleNamespace:
+    return SimpleNamespace(patch=patch, fix_command=fix_command)
+
+
+def test_fixes_are_the_leaks_with_a_fix_and_their_flags_united():
+    report = SimpleNamespace(leaks=[_leak("graph_growth_guard", "tf-patches run ..."),
+                                    _leak("py311_eager_op_leak"),  # an advisory: nothing to run
+                                    _leak(SEED, "tf-patches run ..."), _leak(SEED, "tf-patches run ...")])
+    assert diagnose_command.fixes_of(report) == (["graph_growth_guard", SEED], ["--graph-growth-guard", "finalize"])
+
+
+def test_fix_arguments_are_what_tf_patches_run_would_set():
+    args = argparse.Namespace(patched=False, malloc=None, TF_PATCHES_EXCLUDE="rfft_guard", command=["--", "x"])
+    fixed = diagnose_command.fix_arguments(args, ["--graph-growth-guard", "finalize"])
+    assert fixed.patched and fixed.TF_PATCHES_GRAPH_GROWTH == "finalize"
+    assert fixed.TF_PATCHES_EXCLUDE == "rfft_guard" and fixed.command == ["--", "x"]  # the user's own kept
+    assert args.patched is False  # not changed in place
+
+
+@pytest.mark.parametrize("returncode, received, leaks, note", [
+    (-signal.SIGINT, [], [SEED], "not verified: the command was killed by SIGINT"),
+    (0, [signal.SIGINT], [SEED], "not verified: SIGINT arrived while the command ran"),
+    (0, [], ["py311_eager_op_leak"], "nothing to verify: no leak with a fix was named"),
+], ids=["killed", "ctrl-c-caught", "advisory-only"])
+def test_no_fix_run(monkeypatch, returncode, received, leaks, note):
+    monkeypatch.setattr(diagnose_command, "_start", lambda *a: pytest.fail("started a fix run"))
+    report = SimpleNamespace(leaks=[_leak(name, None if name.startswith("py311") else "fix") for name in leaks],
+                             notes=[])
+    signals = diagnose_command._Signals()
+    signals.received.extend(received)
+    args = argparse.Namespace(patched=False, malloc=None, interval=None, verify=True)
+    diagnose_command._verify(args, report, ["true"], returncode, signals, 1.0)
+    assert report.notes == [note] and not hasattr(report, "verification")
+
+
+def test_a_fix_run_that_cannot_start_is_said(monkeypatch):
+    monkeypatch.setattr(diagnose_command, "_start", lambda *a: 127)
+    report = SimpleNamespace(leaks=[_leak(SEED, "fix")], notes=[], growth_bytes=10 * MIB)
+    args = argparse.Namespace(patched=False, malloc=None, interval=None, verify=True, command=["--", "x"])
+    diagnose_command._verify(args, report, ["x"], 0, diagnose_command._Signals(), 1.0)
+    assert report.verification["exit_status"] == 127 and report.verification["removed_bytes"] is None
+    assert report.notes == ["not verified: the fix run could not start (exit status 127)"]
+    assert diagnose_command.verification_text(report.verification) == ""
