@@ -1,0 +1,109 @@
+"""Advice ``tf-patches diagnose`` gives from what a process showed, not by default (issue 20).
+
+The known leaks carry their own advice (each patch module's ``SIGNATURE``: the patch, the fix in
+code, the fix upstream). This module gives the rest, each only on its evidence:
+
+- **another allocator** where the C heap holds much more than it uses while RSS grows
+  (fragmentation, the snapshot's ``heap``), and never the allocator the process already runs under
+  (a report run under jemalloc used to say "try --malloc jemalloc");
+- **``gc.collect()``** where a full collection released memory (the snapshot's ``collection``):
+  Keras models and traced functions sit in reference cycles that wait for Python's collector;
+- **``clear_session`` / a fresh process per model** where Keras models were built in a loop
+  (``models_built``, ``clear_session_calls``);
+- **a fresh process per fold** where the steady state still grows and nothing above explains it.
+
+Every entry is ``{"kind", "text", "evidence"}``; the evidence is a sentence with the figures.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional, Sequence
+
+from .figures import MIB, format_size
+
+FRAGMENTED_BYTES = 64 * MIB  # held by the heap and not in use, at least
+FRAGMENTED_SHARE = 0.25  # ... and this share of the growth
+RELEASED_BYTES = 8 * MIB  # a collection that freed at least this (or RELEASED_SHARE of the growth)
+RELEASED_SHARE = 0.20
+MODELS_IN_A_LOOP = 3
+ALLOCATORS = ("jemalloc", "tcmalloc")
+FRESH_PROCESS = ("tf_patches.run_isolated(fn, ...) / tf_patches.map_isolated(fn, items), or "
+                 "tf_patches.ray.map_isolated on Ray")
+
+
+def _number(value: Any) -> Optional[float]:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _heap(snapshots: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+    """The processes' heaps summed (each one's last word), and the allocators they run under."""
+    allocators, in_use, held, known = set(), 0.0, 0.0, False
+    for snap in snapshots:
+        heap = snap.get("heap")
+        if not isinstance(heap, dict):
+            continue
+        if heap.get("allocator"):
+            allocators.add(str(heap["allocator"]))
+        used, kept = _number(heap.get("in_use_bytes")), _number(heap.get("held_bytes"))
+        if used is not None and kept is not None:
+            in_use, held, known = in_use + used, held + kept, True
+    return {"allocators": sorted(allocators), "in_use": in_use if known else None, "held": held if known else None}
+
+
+def _released(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
+    """What a full collection at the end released, summed: heap in use where measured, else RSS."""
+    total, seen = 0.0, False
+    for snap in snapshots:
+        collection = snap.get("collection")
+        if not isinstance(collection, dict):
+            continue
+        before, after = _number(collection.get("heap_in_use_before")), _number(collection.get("heap_in_use_after"))
+        if before is None or after is None:
+            before, after = _number(collection.get("rss_before")), _number(collection.get("rss_after"))
+        if before is not None and after is not None:
+            total, seen = total + max(0.0, before - after), True
+    return total if seen else None
+
+
+def _count(snapshots: Sequence[Dict[str, Any]], key: str) -> Optional[int]:
+    values = [snap.get(key) for snap in snapshots if isinstance(snap.get(key), int)]
+    return sum(values) if values else None
+
+
+def advise(snapshots: Sequence[Dict[str, Any]], growth: float, growing: bool, leaks_named: bool,
+           command: str) -> List[Dict[str, str]]:
+    """The advice the evidence supports. ``growing``: the steady state is not flat (or unknown
+    with growth); ``leaks_named``: a known leak fired (its own advice is given with it)."""
+    advice: List[Dict[str, str]] = []
+    heap = _heap(snapshots)
+    idle = None if heap["held"] is None else heap["held"] - heap["in_use"]
+    if growing and idle is not None and idle >= max(FRAGMENTED_BYTES, FRAGMENTED_SHARE * max(growth, 0.0)):
+        running = [name for name in heap["allocators"] if name in ALLOCATORS]
+        others = [name for name in ALLOCATORS if name not in running]
+        evidence = (f"the C heap holds {format_size(heap['held'])} and uses {format_size(heap['in_use'])}: "
+                    f"{format_size(idle)} kept but free (fragmentation)")
+        if others:
+            advice.append({"kind": "allocator", "evidence": evidence,
+                           "text": f"try another allocator: tf-patches run --malloc {others[0]} -- {command}"})
+    released = _released(snapshots)
+    if released is not None and released >= max(RELEASED_BYTES, RELEASED_SHARE * max(growth, 0.0)):
+        advice.append({"kind": "gc", "evidence": f"a garbage collection at the end freed {format_size(released)}",
+                       "text": "objects in reference cycles (models, traced functions, datasets) wait for "
+                               "Python's collector: call gc.collect() after each model or fold"})
+    models = _count(snapshots, "models_built")
+    clears = _count(snapshots, "clear_session_calls")
+    if models is not None and models >= MODELS_IN_A_LOOP and growing:
+        if not clears:
+            advice.append({"kind": "clear_session",
+                           "evidence": f"{models:,} Keras models were built and clear_session() was never called",
+                           "text": "call tf.keras.backend.clear_session() (and gc.collect()) between models, "
+                                   f"or build each in a fresh process: {FRESH_PROCESS}"})
+        else:
+            advice.append({"kind": "fresh_process",
+                           "evidence": f"{models:,} Keras models were built, clear_session() called {clears:,} times",
+                           "text": f"TF keeps some state per model that clear_session() does not free: "
+                                   f"build each in a fresh process: {FRESH_PROCESS}"})
+    if growing and not leaks_named and not advice:
+        advice.append({"kind": "fresh_process", "evidence": "the steady state still grows and no known leak fired",
+                       "text": f"run each fold or trial in a fresh process: {FRESH_PROCESS}"})
+    return advice

@@ -1,0 +1,201 @@
+"""The figures ``tf-patches diagnose`` reports, from each process's samples (issue 20).
+
+Set-up and steady state are told apart by one rule, :data:`STEADY_RULE`, whose numbers the
+report's JSON carries so that a user can check them: the steady state is the last half (by time)
+of a process's samples after TensorFlow was imported. Building a model, tracing and the first
+epoch's caches grow memory once; a leak keeps growing in the second half too. The *set-up* (one-off)
+growth is how far the steady state's fitted RSS line, drawn back to the first sample, starts above
+that sample: none for a program that leaks from its first step, all of it for one that plateaus.
+The steady state is *flat* when its line rises by less than :func:`flat_bound` over its span: the
+larger of 2 MiB (RSS noise) and 10 % of the set-up growth.
+
+A unit's size comes, best first, from what the probe measured in the user's process (``retained``
+in the snapshot), from the lab (the signature's ``unit_bytes``), or from a least-squares fit of RSS
+against the unit's count *over the steady state only*: the set-up's growth rises with the count
+too, and a fit over it absorbed it (issue 20: 117 % of the growth "explained" where the fix
+removed 0.1 MiB). A fit is only as sure as its data: its R², and how many samples and units it saw,
+give its confidence; explained bytes never exceed the growth of the process that made them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+MIB = 1024 * 1024
+STEADY_RULE = ("steady state: the last half, by time, of each process's samples after TensorFlow was "
+               "imported (needs 4 samples or more); set-up (one-off) growth: where that half's fitted RSS "
+               "line, drawn back to the first sample, starts above it; "
+               "flat: the RSS line fitted over the steady state rises less than the larger of 2 MiB "
+               "and 10 % of the set-up growth over it")
+MIN_SAMPLES = 4
+FLAT_BYTES = 2 * MIB
+FLAT_SHARE = 0.10
+SURE_R2 = 0.9  # a fit at least this good, over MIN_SAMPLES + 1 samples and 8 units, is "medium"
+LARGER = 1.5  # a steady-state size this much above the lab's: the user's units are bigger
+
+
+def flat_bound(setup_growth: float) -> float:
+    return max(FLAT_BYTES, FLAT_SHARE * max(0.0, setup_growth))
+
+
+def line(xs: Sequence[float], ys: Sequence[float]) -> Tuple[float, float, float]:
+    """Least squares ``y = slope * x + intercept``: (slope, intercept, R²); R² is 0 for a flat
+    or single-valued x, 1 for a perfect line (and for a constant y)."""
+    n = len(xs)
+    if n < 2:
+        return 0.0, (ys[0] if ys else 0.0), 0.0
+    mean_x, mean_y = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mean_x) ** 2 for x in xs)
+    if sxx <= 0:
+        return 0.0, mean_y, 0.0
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys))
+    slope = sxy / sxx
+    intercept = mean_y - slope * mean_x
+    syy = sum((y - mean_y) ** 2 for y in ys)
+    r2 = 1.0 if syy <= 0 else max(0.0, min(1.0, slope * sxy / syy))
+    return slope, intercept, r2
+
+
+def steady_start(samples: Sequence[Sequence[Any]]) -> Optional[int]:
+    """Index of the first steady-state sample (the last half by time), or None when there are too
+    few samples to tell set-up from steady state."""
+    if len(samples) < MIN_SAMPLES:
+        return None
+    first, last = samples[0][0], samples[-1][0]
+    middle = first + (last - first) / 2
+    for index, sample in enumerate(samples):
+        if sample[0] >= middle:
+            return min(index, len(samples) - 2)  # at least two samples to fit a line through
+    return len(samples) - 2
+
+
+@dataclass
+class UnitFit:
+    """RSS against one signature's count over a process's steady state."""
+
+    per_unit: float  # bytes per unit (may be negative: the fit says so, the report clamps)
+    r2: float
+    samples: int
+    units: int  # the count's rise over the window
+
+    @property
+    def sure(self) -> bool:
+        return self.r2 >= SURE_R2 and self.samples > MIN_SAMPLES and self.units >= 8
+
+
+@dataclass
+class ProcessFigures:
+    """One process's set-up and steady state."""
+
+    growth: float  # last sample - first sample
+    setup_growth: float  # one-off: the steady line drawn back to the first sample, minus that sample
+    steady_from: Optional[float]  # absolute time; None: too few samples
+    steady_to: float
+    steady_samples: int
+    steady_rate: float  # bytes per second over the steady state (the whole run when no steady state)
+    window_counts: Dict[str, int] = field(default_factory=dict)  # each signature's rise in the window
+    fits: Dict[str, UnitFit] = field(default_factory=dict)
+
+    @property
+    def steady_seconds(self) -> float:
+        return 0.0 if self.steady_from is None else max(0.0, self.steady_to - self.steady_from)
+
+
+def process_figures(samples: Sequence[Sequence[Any]], names: Sequence[str],
+                    lab_sizes: Sequence[Optional[float]]) -> ProcessFigures:
+    """``samples``: ``[time, rss, counts]`` with rss known, in time order (at least one)."""
+    first, last = samples[0], samples[-1]
+    growth = float(last[1] - first[1])
+    start = steady_start(samples)
+    if start is None:
+        slope, _, _ = line([s[0] for s in samples], [s[1] for s in samples])
+        return ProcessFigures(growth=growth, setup_growth=0.0, steady_from=None,
+                              steady_to=last[0], steady_samples=0, steady_rate=slope)
+    window = samples[start:]
+    times = [s[0] for s in window]
+    rate, intercept, _ = line(times, [s[1] for s in window])
+    # One-off growth: where the steady line, drawn back to the first sample, starts above it. A
+    # program that leaks from its first step has none; one that plateaus has all of its growth.
+    setup_growth = (intercept + rate * first[0]) - first[1]
+    figures = ProcessFigures(growth=growth, setup_growth=setup_growth,
+                             steady_from=window[0][0], steady_to=last[0], steady_samples=len(window),
+                             steady_rate=rate)
+    for index, name in enumerate(names):
+        rise = window[-1][2][index] - window[0][2][index]
+        figures.window_counts[name] = rise
+        if rise <= 0:
+            continue
+        # The rest of RSS once the other signatures' lab-sized units are taken out.
+        rest = [s[1] - sum(s[2][j] * size for j, size in enumerate(lab_sizes) if j != index and size)
+                for s in window]
+        per_unit, _, r2 = line([s[2][index] for s in window], rest)
+        figures.fits[name] = UnitFit(per_unit=per_unit, r2=r2, samples=len(window), units=rise)
+    return figures
+
+
+def whole_run_fit(samples: Sequence[Sequence[Any]], index: int, lab_sizes: Sequence[Optional[float]]) -> UnitFit:
+    """RSS against one count over the whole run (when there is no steady state to fit over):
+    never better than "low"."""
+    rest = [s[1] - sum(s[2][j] * size for j, size in enumerate(lab_sizes) if j != index and size) for s in samples]
+    per_unit, _, r2 = line([s[2][index] for s in samples], rest)
+    return UnitFit(per_unit=per_unit, r2=min(r2, SURE_R2 - 0.01), samples=len(samples),
+                   units=samples[-1][2][index] - samples[0][2][index])
+
+
+@dataclass
+class UnitSize:
+    """The size a report gives one signature's unit in one process, and how sure it is."""
+
+    bytes: Optional[float]
+    kind: str  # "measured here", "measured" (the lab's), "fitted"
+    confidence: str  # "high", "medium", "low"
+    lab: Optional[float] = None
+    fitted: Optional[float] = None
+    r2: Optional[float] = None
+
+
+def unit_size(lab: Optional[float], retained: Optional[float], fit: Optional[UnitFit]) -> UnitSize:
+    """The best size there is for a unit (see the module docstring), with its confidence."""
+    fitted = None if fit is None else max(0.0, fit.per_unit)
+    r2 = None if fit is None else round(fit.r2, 3)
+    if retained is not None:
+        return UnitSize(retained, "measured here", "high", lab, fitted, r2)
+    if lab is not None:
+        if fit is not None and fit.sure and fitted > LARGER * lab:
+            # The user's unit is bigger than the lab's (a 108 KB constant in every added op): the
+            # steady state says how much, and --verify can check it.
+            return UnitSize(fitted, "fitted", "medium", lab, fitted, r2)
+        agrees = fit is not None and fit.sure and lab / LARGER <= fitted <= lab * LARGER
+        return UnitSize(lab, "measured", "high" if agrees else "medium", lab, fitted, r2)
+    if fit is None:
+        return UnitSize(None, "fitted", "low", None, None, None)
+    return UnitSize(fitted, "fitted", "medium" if fit.sure else "low", None, fitted, r2)
+
+
+def format_size(value: Optional[float], signed: bool = False) -> str:
+    """Bytes in B, KiB, MiB or GiB, whichever fits (issue 20: a 24-byte unit read "0.0 KiB")."""
+    if value is None:
+        return "?"
+    sign = ("+" if value >= 0 else "-") if signed else ("-" if value < 0 else "")
+    size = abs(value)
+    for unit, scale in (("GiB", 1024 ** 3), ("MiB", MIB), ("KiB", 1024)):
+        if size >= scale * 0.95:
+            amount = size / scale
+            return f"{sign}{amount:,.{0 if amount >= 100 else 1}f} {unit}"
+    return f"{sign}{size:,.0f} B"
+
+
+def sum_sites(snapshots: Sequence[Dict[str, Any]], name: str, most: int = 3) -> List[List[Any]]:
+    """The user's lines that made ``name``'s units (snapshot ``sites``), over the processes, most
+    frequent first: ``[file, line, function, count]``."""
+    totals: Dict[Tuple[Any, Any, Any], int] = {}
+    for snap in snapshots:
+        for site in (snap.get("sites") or {}).get(name, ()):
+            try:
+                key, count = (site[0], site[1], site[2]), int(site[3])
+            except (IndexError, TypeError, ValueError):
+                continue
+            totals[key] = totals.get(key, 0) + count
+    ranked = sorted(totals.items(), key=lambda item: -item[1])[:most]
+    return [[*key, count] for key, count in ranked]
