@@ -15,6 +15,8 @@ applied, whichever was installed first: it reuses its patch's own detection code
 
 from __future__ import annotations
 
+import sys
+import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
@@ -115,12 +117,95 @@ class EagerExecutions:
         self._installed = True
 
 
+Site = Tuple[str, int, str]  # the user's frame: filename, line, function
+
+
+class Sites:
+    """The user's lines that make a signature's units (the first frame outside TF, Keras and
+    tf-patches), sampled so that a loop's cost stays flat: the first :data:`EXACT` events are
+    attributed exactly, then every :data:`EVERY`-th; the units of the events in between are shared
+    out in proportion to the sampled ones (they come from the same loop as a rule), so the counts
+    add up to the units seen. A probe calls :meth:`hit` where it counts a unit, with the unit's
+    maker on the stack, or :meth:`tick` then :meth:`add` where the site is known otherwise (an
+    op's creation traceback)."""
+
+    EXACT = 16
+    EVERY = 64
+    KEPT = 5  # sites reported, most frequent first
+    EXACTLY, SAMPLED = 1, 2  # what tick() says of an event (0: neither, not recorded)
+
+    def __init__(self, user_frame: Callable[[Any], Any]):
+        self._user_frame = user_frame  # frames.CodeClassifier.user_frame of the diagnosis
+        self.events = 0
+        self.units = 0
+        # site (None: no user frame found) -> units, for the exact events and the sampled ones
+        self._exact: Dict[Optional[Site], int] = {}
+        self._sampled: Dict[Optional[Site], int] = {}
+        self._lock = threading.Lock()
+
+    def tick(self, units: int = 1) -> int:
+        """Count one event of ``units`` units: :data:`EXACTLY`, :data:`SAMPLED` or 0 (not recorded)."""
+        self.units += units
+        events = self.events = self.events + 1
+        if events <= self.EXACT:
+            return self.EXACTLY
+        return 0 if events % self.EVERY else self.SAMPLED
+
+    def hit(self, units: int = 1) -> None:
+        """One event, its maker the caller's stack (walked only when recorded)."""
+        how = self.tick(units)
+        if how:
+            site = None
+            try:
+                frame = self._user_frame(sys._getframe(1))
+                if frame is not None:
+                    site = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+            except Exception:
+                pass
+            self.add(site, units, how)
+
+    def add(self, site: Optional[Site], units: int, how: int) -> None:
+        if how:
+            with self._lock:
+                bucket = self._exact if how == self.EXACTLY else self._sampled
+                bucket[site] = bucket.get(site, 0) + units
+
+    def top(self) -> List[list]:
+        """``[[filename, line, function, units], ...]``, most first, at most :data:`KEPT`."""
+        with self._lock:
+            exact, sampled, units = dict(self._exact), dict(self._sampled), self.units
+        rest = units - sum(exact.values())  # units of the events after the exact ones
+        share = sampled if sampled else exact  # who made them: the sampled events, else the exact
+        share_total = sum(share.values())
+        counts: Dict[Optional[Site], float] = dict(exact)
+        for site, found in share.items():
+            if rest > 0 and share_total:
+                counts[site] = counts.get(site, 0) + found * rest / share_total
+        ranked = sorted(((site, round(n)) for site, n in counts.items() if site is not None),
+                        key=lambda item: (-item[1], item[0]))
+        return [[filename, line, function, n] for (filename, line, function), n in ranked[:self.KEPT] if n]
+
+
+class _NoSites(Sites):
+    """A probe's sites outside a diagnosis (a test that makes a probe itself): nothing kept."""
+
+    def __init__(self) -> None:
+        super().__init__(lambda frame: None)
+
+    def tick(self, units: int = 1) -> int:
+        return 0
+
+
+NO_SITES: Sites = _NoSites()
+
+
 class Probe:
     """Counts one signature. ``install`` may raise (a TF internal that moved): the diagnosis says
     so. ``patch`` is set to the registry name by the diagnosis that makes it."""
 
     patch = ""
     watches_eager_ops = False  # counts through EagerExecutions: nothing without its wrapper
+    sites: Sites = NO_SITES  # the diagnosis gives each probe its own before install
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         raise NotImplementedError

@@ -26,6 +26,9 @@ from typing import Any, Dict, List, Optional
 
 from ..core import importhook
 from ..core.memory import resident_bytes as rss_bytes  # by this name since 0.2 (diagnosis.command reads it)
+from .collection import CollectionWatch
+from .heap import heap, in_use_and_held
+from .models import KerasModels
 
 DIRECTORY_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"  # where each process writes <pid>.json
 INTERVAL_VARIABLE = "TF_PATCHES_DIAGNOSE_INTERVAL"
@@ -61,6 +64,9 @@ class Diagnosis:
         self._floors: Dict[str, int] = {}  # counts up to this are set-up (the signature's floor)
         self._base: List[int] = []
         self._samples: List[list] = []
+        self._heap_samples: List[list] = []  # [time, heap in use, heap held] beside each sample
+        self._collection = CollectionWatch()
+        self._models = KerasModels()
         self._onsets: Dict[str, float] = {}
         self._skipped: Dict[str, str] = {}
         self._failed: Dict[str, str] = {}
@@ -95,6 +101,9 @@ class Diagnosis:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
         self.sample()
+        if self._armed_at is not None:  # a process without TF writes nothing: nothing to measure
+            self._collection.collect_once()  # after the last sample: the growth is the program's own
+        self._models.remove()
         if self._installer is not None:
             self._installer.remove()
         self._write()
@@ -117,13 +126,15 @@ class Diagnosis:
                 return
             self._armed_at = time.time()
             self._base = [self._count(probe) for probe in self._probes]
+            self._collection.start()
         self._start_sampling()
 
     def _arm_probes(self, module: Any) -> None:
         from ..core import engine
         from ..core import registry
         from ..core.environment import complete
-        from ..core.signature import EagerExecutions, Installer
+        from ..core.frames import LIBRARY_PACKAGES, CodeClassifier, package_dirs
+        from ..core.signature import EagerExecutions, Installer, Sites
 
         env = engine._assumed_or_detected()
         if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it
@@ -132,6 +143,8 @@ class Diagnosis:
         defaults = {option.name: option.default for option in registry.all_options()}
         installer = Installer()
         executions = EagerExecutions()
+        # The user's frames: the first outside TF, Keras and tf-patches (the probes' own wrappers).
+        user_frame = CodeClassifier(package_dirs(LIBRARY_PACKAGES + ("tf_patches",))).user_frame
         for spec in registry.specs():
             verdict, reason = spec.check(env, defaults)
             if verdict is False:
@@ -145,6 +158,7 @@ class Diagnosis:
             try:
                 probe = spec.probe()
                 probe.patch = spec.name
+                probe.sites = Sites(user_frame)
                 probe.install(installer, executions)
             except Exception as exc:  # a TF internal that moved: said in the report
                 self._failed[spec.name] = f"{type(exc).__name__}: {exc}"
@@ -159,6 +173,7 @@ class Diagnosis:
                     self._failed[probe.patch] = f"eager ops cannot be watched: {type(exc).__name__}: {exc}"
             self._probes = [probe for probe in self._probes if probe.patch not in self._failed]
         self._installer = installer
+        self._models.install(installer)
 
     # -- sampling ---------------------------------------------------------------------------
     def _start_sampling(self) -> None:
@@ -187,10 +202,12 @@ class Diagnosis:
             now = time.time()
             counts = [self._count(probe) - base for probe, base in zip(self._probes, self._base)]
             self._samples.append([round(now, 3), rss_bytes(), counts])
+            self._heap_samples.append([round(now, 3), *in_use_and_held()])
             for probe, count in zip(self._probes, counts):
                 if count > self._floors[probe.patch] and probe.patch not in self._onsets:
                     self._onsets[probe.patch] = round(now, 3)
             thin(self._samples)
+            thin(self._heap_samples)
 
     def snapshot(self) -> Dict[str, Any]:
         """This process's diagnosis so far, as plain data (what a child writes for the command)."""
@@ -211,7 +228,37 @@ class Diagnosis:
                 "failed": dict(self._failed),
                 "conditions": list(self._conditions),
                 "patched": self._applied(),
+                **self._evidence(),
             }
+
+    def _evidence(self) -> Dict[str, Any]:
+        """What the report's advice rests on (each key may be absent: older snapshots lack them).
+
+        - ``sites``: ``{patch: [[filename, line, function, count], ...]}``, the user's lines that
+          made the units, most frequent first, at most 5; counts past a probe's first 16 events
+          are sampled (every 64th, weighted 64: :class:`~tf_patches.core.signature.Sites`).
+          Signatures read from TF's own counters (py311_eager_op_leak) have none.
+        - ``collection``: :meth:`CollectionWatch.to_dict` (the rule in :mod:`.collection`).
+        - ``heap``: :func:`.heap.heap` now; ``heap_samples``: ``[time, in use, held]`` at each
+          sample (None where the allocator is not glibc).
+        - ``models_built``, ``clear_session_calls``, ``graph_resets``: :mod:`.models`.
+        """
+        evidence: Dict[str, Any] = {}
+        try:
+            sites = {probe.patch: probe.sites.top() for probe in self._probes}
+            evidence["sites"] = {patch: rows for patch, rows in sites.items() if rows}
+        except Exception:
+            pass
+        for key, read in (("collection", self._collection.to_dict), ("heap", heap)):
+            try:
+                evidence[key] = read()
+            except Exception:
+                pass
+        evidence["heap_samples"] = [list(sample) for sample in self._heap_samples]
+        evidence.update(self._models.to_dict())
+        if self._models.failed:
+            evidence["evidence_failed"] = dict(self._models.failed)
+        return evidence
 
     def _applied(self) -> List[str]:
         """The patches applied now: read at each snapshot, since under the bootstrap this
@@ -250,7 +297,7 @@ class Diagnosis:
             self._write_to = os.path.join(os.path.dirname(self._write_to), f"{os.getpid()}.json")
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self._samples, self._onsets = [], {}
+        self._samples, self._onsets, self._heap_samples = [], {}, []
         if self._armed_at is not None and not self._stopped:
             self._armed_at = time.time()
             self._base = [self._count(probe) for probe in self._probes]

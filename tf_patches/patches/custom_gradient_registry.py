@@ -170,6 +170,19 @@ class KeptCustomGradients(Probe):
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         self._entries = tf_module("python.framework.ops")._gradient_registry._registry
         self._start = self._read()
+        # The sites: each registration draws its name here first (the count is read from the
+        # registry, which keeps no stack).
+        custom_gradient = tf_module("python.ops.custom_gradient")
+        original = custom_gradient.generate_name
+        sites = self.sites
+
+        def generate_name() -> str:
+            if installer.active:
+                sites.hit()
+            return original()
+
+        generate_name.__wrapped__ = original  # type: ignore[attr-defined]
+        installer.replace(custom_gradient, "generate_name", generate_name)
 
     def _read(self) -> int:
         for _ in range(3):  # another thread registering meanwhile: read again

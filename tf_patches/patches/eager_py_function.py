@@ -144,11 +144,13 @@ class FreshPyFuncTokens(Probe):
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         tokens = self._tokens
+        sites = self.sites
 
         def eager_py_func(args: tuple) -> None:
             token = attribute_after(args, "token")
-            if type(token) is str or type(token) is bytes:
+            if (type(token) is str or type(token) is bytes) and token not in tokens:
                 tokens.add(token)
+                sites.hit()
 
         executor.watch("EagerPyFunc", eager_py_func)
 

@@ -143,6 +143,7 @@ class KeptGenerators(Probe):
             finally:
                 local.noted = outer
             if noted:
+                self.sites.hit()  # where the dataset is made: what is kept when it goes
                 # The outermost graph in eager mode: the one TF ties the callbacks to.
                 graph = weakref.ref(ops.get_default_graph())
                 weakref.finalize(dataset._variant_tensor, self._went, graph, noted).atexit = False

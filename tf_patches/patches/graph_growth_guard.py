@@ -274,16 +274,37 @@ class GraphGrowth(Probe):
         original = session.BaseSession.run
         counting = guard.wrap(original)
 
-        def run(self: Any, *args: Any, **kwargs: Any) -> Any:
+        sites = self.sites
+
+        def run(session: Any, *args: Any, **kwargs: Any) -> Any:
             if not installer.active:
-                return original(self, *args, **kwargs)
-            return counting(self, *args, **kwargs)
+                return original(session, *args, **kwargs)
+            before = guard.added_total
+            try:
+                return counting(session, *args, **kwargs)
+            finally:
+                grown = guard.added_total - before
+                if grown > 0:
+                    how = sites.tick(grown)
+                    if how:  # the user's line in the newest op's creation stack, not the run's
+                        sites.add(newest_site(guard, session), grown, how)
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         installer.replace(session.BaseSession, "run", run)
 
     def count(self) -> int:
         return self._guard.added_total if self._guard is not None else 0
+
+
+def newest_site(guard: Guard, session: Any) -> Optional[Tuple[str, int, str]]:
+    """Where the newest op of a session's graph was built (by the user's code), or None."""
+    try:
+        graph = session.graph
+        nodes = getattr(graph, "_nodes_by_id", None)  # insertion-ordered: the newest is last, O(1)
+        op = next(reversed(nodes.values())) if nodes else graph.get_operations()[-1]
+        return guard._user_site(op)
+    except Exception:
+        return None
 
 
 PROBE = GraphGrowth

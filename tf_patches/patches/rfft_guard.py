@@ -309,9 +309,12 @@ class UnsafeFFTs(Probe):
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         types = frozenset(name.upper() for name in FAMILY)
 
+        sites = self.sites
+
         def eager(args: tuple) -> None:
             if not _on_cpu(getattr(args[0], "device_name", None)):
                 self._count += 1
+                sites.hit()
 
         for op in types:
             executor.watch(op, eager)
@@ -323,6 +326,7 @@ class UnsafeFFTs(Probe):
             op = original(graph, op_type, *args, **kwargs)
             if op_type in types and installer.active and not _on_cpu(getattr(op, "device", None)):
                 self._count += 1
+                sites.hit()
             return op
 
         _create_op_internal.__wrapped__ = original  # type: ignore[attr-defined]

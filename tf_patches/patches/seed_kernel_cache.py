@@ -507,6 +507,7 @@ class FreshSeedKernels(Probe):
         get_seed = noting_get_seed(random_seed.get_seed, context, note, installer)
         get_seed.__wrapped__ = random_seed.get_seed  # type: ignore[attr-defined]
         clear_caches = pywrap_tfe.TFE_ContextClearCaches
+        sites = self.sites
 
         def stateful(args: tuple) -> None:
             pair = note.pair
@@ -517,6 +518,7 @@ class FreshSeedKernels(Probe):
                 live = self._live = self._live + 1
                 if live > self._peak:
                     self._peak = live
+                sites.hit()
 
         def cleared(*args: Any) -> Any:
             # What set_seed and clear_kernel_cache call (looked up at call time in both).
