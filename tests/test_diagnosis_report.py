@@ -68,6 +68,15 @@ def test_a_leak_from_the_first_step_has_no_set_up_growth_and_its_rate_is_the_hea
     assert "Verdict: leaking" in str(report).split("\n")[1]
 
 
+def test_a_leak_that_slows_as_its_cache_grows_is_not_taken_for_set_up():
+    # Units come fast at first, then slower (each call slower than the last): RSS per unit is
+    # constant, RSS per second is not. A line in time drawn back took the early part for set-up.
+    rows = [[t, 600 * MIB + int(400 * t ** 0.5) * LAB, int(400 * t ** 0.5)] for t in range(31)]
+    report = report_of(snapshot(rows))
+    assert abs(report.setup["growth_bytes"]) < 2 * MIB, report.setup
+    assert report.leaks[0].explained_bytes == pytest.approx(report.growth_bytes, rel=0.01)
+
+
 def test_a_slow_growth_after_set_up_is_not_flat():
     # 100 MiB of set-up, then 1 MiB/s: the bound is 10 % of the set-up over the window.
     rows = [[t, 600 * MIB + min(t, 2) * 50 * MIB + max(0, t - 2) * MIB, 0] for t in range(41)]

@@ -4,8 +4,9 @@ Set-up and steady state are told apart by one rule, :data:`STEADY_RULE`, whose n
 report's JSON carries so that a user can check them: the steady state is the last half (by time)
 of a process's samples after TensorFlow was imported. Building a model, tracing and the first
 epoch's caches grow memory once; a leak keeps growing in the second half too. The *set-up* (one-off)
-growth is how far the steady state's fitted RSS line, drawn back to the first sample, starts above
-that sample: none for a program that leaks from its first step, all of it for one that plateaus.
+growth is what grew before the steady state less the known leaks' units made then and the steady
+state's unexplained rate over that time (:func:`settle_setup`): none for a program that leaks from
+its first step, all of it for one that plateaus.
 The steady state is *flat* when its line rises by less than :func:`flat_bound` over its span: the
 larger of 2 MiB (RSS noise) and 10 % of the set-up growth.
 
@@ -24,8 +25,10 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 MIB = 1024 * 1024
 STEADY_RULE = ("steady state: the last half, by time, of each process's samples after TensorFlow was "
-               "imported (needs 4 samples or more); set-up (one-off) growth: where that half's fitted RSS "
-               "line, drawn back to the first sample, starts above it; "
+               "imported (needs 4 samples or more); set-up (one-off) growth: what grew before that half "
+               "(its fitted RSS line's start), less the known leaks' units made then and the half's "
+               "unexplained rate over that time (no leak: where the line, drawn back to the first "
+               "sample, starts above it); "
                "flat: the RSS line fitted over the steady state rises less than the larger of 2 MiB "
                "and 10 % of the set-up growth over it")
 MIN_SAMPLES = 4
@@ -89,12 +92,15 @@ class ProcessFigures:
     """One process's set-up and steady state."""
 
     growth: float  # last sample - first sample
-    setup_growth: float  # one-off: the steady line drawn back to the first sample, minus that sample
+    setup_growth: float  # one-off: see settle_setup (until then, the steady line drawn back)
     steady_from: Optional[float]  # absolute time; None: too few samples
     steady_to: float
     steady_samples: int
     steady_rate: float  # bytes per second over the steady state (the whole run when no steady state)
     window_counts: Dict[str, int] = field(default_factory=dict)  # each signature's rise in the window
+    counts_before: Dict[str, int] = field(default_factory=dict)  # ... and before it
+    before_growth: float = 0.0  # the steady line at the window's start, minus the first sample
+    first_time: float = 0.0
     fits: Dict[str, UnitFit] = field(default_factory=dict)
 
     @property
@@ -118,12 +124,14 @@ def process_figures(samples: Sequence[Sequence[Any]], names: Sequence[str],
     # One-off growth: where the steady line, drawn back to the first sample, starts above it. A
     # program that leaks from its first step has none; one that plateaus has all of its growth.
     setup_growth = (intercept + rate * first[0]) - first[1]
-    figures = ProcessFigures(growth=growth, setup_growth=setup_growth,
+    figures = ProcessFigures(growth=growth, setup_growth=setup_growth, first_time=first[0],
+                             before_growth=(intercept + rate * window[0][0]) - first[1],
                              steady_from=window[0][0], steady_to=last[0], steady_samples=len(window),
                              steady_rate=rate)
     for index, name in enumerate(names):
         rise = window[-1][2][index] - window[0][2][index]
         figures.window_counts[name] = rise
+        figures.counts_before[name] = window[0][2][index] - first[2][index]
         if rise <= 0:
             continue
         # The rest of RSS once the other signatures' lab-sized units are taken out.
@@ -199,3 +207,19 @@ def sum_sites(snapshots: Sequence[Dict[str, Any]], name: str, most: int = 3) -> 
             totals[key] = totals.get(key, 0) + count
     ranked = sorted(totals.items(), key=lambda item: -item[1])[:most]
     return [[*key, count] for key, count in ranked]
+
+
+def settle_setup(figures: ProcessFigures, sizes: Dict[str, Optional[float]]) -> None:
+    """The one-off growth once the known leaks' units are sized: what grew before the steady
+    state, less the units made then and the steady state's unexplained rate over that time. With
+    no leak it is the steady line drawn back to the first sample; with one that leaks from the
+    first step (and slows as its cache grows) it stays near 0 instead of taking the early,
+    faster part of the leak for set-up."""
+    if figures.steady_from is None:
+        return
+    seconds = figures.steady_seconds
+    explained_rate = sum(figures.window_counts.get(name, 0) * size for name, size in sizes.items()
+                         if size is not None) / seconds if seconds > 0 else 0.0
+    before = figures.steady_from - figures.first_time
+    units_before = sum(figures.counts_before.get(name, 0) * size for name, size in sizes.items() if size is not None)
+    figures.setup_growth = figures.before_growth - units_before - (figures.steady_rate - explained_rate) * before

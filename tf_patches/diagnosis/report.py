@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from ..core.signature import Signature
 from .advice import advise
 from .figures import (MIB, STEADY_RULE, ProcessFigures, UnitFit, flat_bound, format_size, process_figures,
-                      sum_sites, unit_size, whole_run_fit)
+                      settle_setup, sum_sites, unit_size, whole_run_fit)
 from .signatures import signature_of
 
 SCHEMA = 2  # 1: 0.2's report (no schema key); 2: set-up and steady state, sizes with confidence, advice
@@ -127,6 +127,7 @@ class DiagnosisReport:
             growth += figures.growth
             final = samples[-1][2]
             retained = snap.get("retained") or {}
+            chosen: Dict[str, Optional[float]] = {}
             for index, (name, count) in enumerate(zip(names, final)):
                 counts[name] = counts.get(name, 0) + count
                 if count <= 0:
@@ -136,6 +137,9 @@ class DiagnosisReport:
                     fit = whole_run_fit(samples, index, labs)
                 size = unit_size(labs[index], _per_unit(retained.get(name)), fit)
                 _add_estimate(estimates.setdefault(name, {}), count, size, figures, name)
+                if count > signature_of(name).floor:
+                    chosen[name] = size.bytes
+            settle_setup(figures, chosen)
             for name, onset in snap.get("onsets", {}).items():
                 onsets[name] = min(onsets.get(name, onset), onset)
         for snap in snapshots:
