@@ -2,8 +2,8 @@
 
 Source: https://github.com/tensorflow/tensorflow/issues/27492 (use of tf.custom_gradient prevents
 garbage collection of Graph)
-Reproduces: 60 graphs built in turn (graph mode through ``tf.compat.v1``), each with a 1 MiB
-constant and a custom-gradient op on it (≈60 MiB of graphs kept).
+Reproduces: 45 graphs built in turn (graph mode through ``tf.compat.v1``), each with a 1 MiB
+constant and a custom-gradient op on it (≈45 MiB of graphs kept).
 Expected: custom_gradient_registry
 Venv: .venv
 """
@@ -21,7 +21,7 @@ def op(x):
     return tf.identity(x), grad
 
 
-for step in range(60):
+for step in range(45):
     with tf.Graph().as_default():
         x = tf.constant(np.full(262_144, step, dtype=np.float32))  # 1 MiB in the graph
         y = op(x)

@@ -424,8 +424,8 @@ def _verify(args: argparse.Namespace, report: Any, command: Sequence[str], retur
     fixed = fix_arguments(args, flags)
     shown = ["tf-patches", "run", *flags, *(["--malloc", args.malloc] if args.malloc else []), "--", *command]
     verification: Dict[str, Any] = {"fixes": fixes, "command": shown, "exit_status": None, "growth_bytes": None,
-                                    "removed_bytes": None, "rss_samples": [], "steady": None, "leaks_left": [],
-                                    "patched": []}
+                                    "removed_bytes": None, "rss_samples": [], "steady": None, "verdict": None,
+                                    "leaks_left": [], "patched": []}
     report.verification = verification
     _say(f"--verify: running the command again with {', '.join(fixes)} fixed: {_joined(shown)}")
     directory = tempfile.mkdtemp(prefix="tf-patches-verify-")
@@ -450,6 +450,7 @@ def _verify(args: argparse.Namespace, report: Any, command: Sequence[str], retur
         removed_bytes=int(getattr(report, "growth_bytes", 0) or 0) - growth,
         rss_samples=[list(sample) for sample in data.get("rss_samples", [])],
         steady=_steady_of(data),
+        verdict=data.get("verdict"),
         leaks_left=[getattr(leak, "patch", None) for leak in getattr(rerun, "leaks", ())
                     if getattr(leak, "patch", None) in fixes],
         patched=list(getattr(rerun, "patched", []) or []),
