@@ -34,8 +34,18 @@ STEADY_RULE = ("steady state: the last half, by time, of each process's samples 
 MIN_SAMPLES = 4
 FLAT_BYTES = 2 * MIB
 FLAT_SHARE = 0.10
-SURE_R2 = 0.9  # a fit at least this good, over MIN_SAMPLES + 1 samples and 8 units, is "medium"
-LARGER = 1.5  # a steady-state size this much above the lab's: the user's units are bigger
+SURE_T = 4.0  # a slope at least this many standard errors from 0 (its 95 % bound ≥ ≈half of it)
+LARGER = 1.5  # a steady-state size whose 95 % lower bound is this much above the lab's: bigger units
+# Student's t, two-sided 95 %, by degrees of freedom (the fits have a handful of samples to a few hundred).
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23,
+        12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04, 60: 2.00}
+
+
+def t95(freedom: int) -> float:
+    for df in sorted(_T95):
+        if freedom <= df:
+            return _T95[df]
+    return 1.96
 
 
 def flat_bound(setup_growth: float) -> float:
@@ -83,8 +93,26 @@ class UnitFit:
     units: int  # the count's rise over the window
 
     @property
+    def t(self) -> float:
+        """The slope over its standard error (from R² and the samples): RSS grows in steps, so R²
+        alone says little; how far the slope stands from 0 says how sure it is."""
+        if self.samples < 3:
+            return 0.0
+        if self.r2 >= 1.0:
+            return float("inf")
+        return (self.r2 * (self.samples - 2) / (1.0 - self.r2)) ** 0.5
+
+    @property
+    def low(self) -> float:
+        """The slope's 95 % lower bound (0 or less: not sure it is above 0 at all)."""
+        t = self.t
+        if t == float("inf"):
+            return self.per_unit
+        return 0.0 if t <= 0 else self.per_unit * (1.0 - t95(self.samples - 2) / t)
+
+    @property
     def sure(self) -> bool:
-        return self.r2 >= SURE_R2 and self.samples > MIN_SAMPLES and self.units >= 8
+        return self.t >= SURE_T and self.samples > MIN_SAMPLES and self.units >= 8
 
 
 @dataclass
@@ -147,7 +175,7 @@ def whole_run_fit(samples: Sequence[Sequence[Any]], index: int, lab_sizes: Seque
     never better than "low"."""
     rest = [s[1] - sum(s[2][j] * size for j, size in enumerate(lab_sizes) if j != index and size) for s in samples]
     per_unit, _, r2 = line([s[2][index] for s in samples], rest)
-    return UnitFit(per_unit=per_unit, r2=min(r2, SURE_R2 - 0.01), samples=len(samples),
+    return UnitFit(per_unit=per_unit, r2=min(r2, 0.5), samples=min(len(samples), MIN_SAMPLES),
                    units=samples[-1][2][index] - samples[0][2][index])
 
 
@@ -170,7 +198,7 @@ def unit_size(lab: Optional[float], retained: Optional[float], fit: Optional[Uni
     if retained is not None:
         return UnitSize(retained, "measured here", "high", lab, fitted, r2)
     if lab is not None:
-        if fit is not None and fit.sure and fitted > LARGER * lab:
+        if fit is not None and fit.samples > MIN_SAMPLES and fit.units >= 8 and fit.low > LARGER * lab:
             # The user's unit is bigger than the lab's (a 108 KB constant in every added op): the
             # steady state says how much, and --verify can check it.
             return UnitSize(fitted, "fitted", "medium", lab, fitted, r2)

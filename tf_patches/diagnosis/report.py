@@ -202,7 +202,8 @@ class DiagnosisReport:
         )
         growing = verdict in ("leak", "growing") or (verdict == "unknown" and growth > flat_bound(0.0))
         report.advice = advise(armed, growth, growing and not (steady and steady["flat"]), bool(leaks),
-                               _joined(command) if command else "python your_script.py")
+                               _joined(command) if command else "python your_script.py",
+                               sum(leak.explained_bytes for leak in leaks))
         return report
 
     # -- output -----------------------------------------------------------------------------
