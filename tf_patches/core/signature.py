@@ -213,6 +213,11 @@ class Probe:
     def count(self) -> int:
         raise NotImplementedError
 
+    def unit_bytes_here(self) -> Optional[float]:
+        """Bytes one counted unit holds, measured in this process (``core.retained``), where the
+        probe can tell; None: the report uses the lab's size or a fit."""
+        return None
+
 
 def attribute_after(args: tuple, name: str) -> Any:
     """The value following the attribute name ``name`` in a fast-path call's arguments (names are

@@ -242,6 +242,8 @@ class Diagnosis:
         - ``heap``: :func:`.heap.heap` now; ``heap_samples``: ``[time, in use, held]`` at each
           sample (None where the allocator is not glibc).
         - ``models_built``, ``clear_session_calls``, ``graph_resets``: :mod:`.models`.
+        - ``retained``: ``{patch: bytes}``, what one unit holds, measured in this process by the
+          probes that can tell (:meth:`~tf_patches.core.signature.Probe.unit_bytes_here`).
         """
         evidence: Dict[str, Any] = {}
         try:
@@ -255,6 +257,15 @@ class Diagnosis:
             except Exception:
                 pass
         evidence["heap_samples"] = [list(sample) for sample in self._heap_samples]
+        retained: Dict[str, float] = {}
+        for probe in self._probes:  # bytes per unit, measured here where the probe can tell
+            try:
+                size = probe.unit_bytes_here()
+            except Exception:
+                continue
+            if size is not None:
+                retained[probe.patch] = round(float(size), 1)
+        evidence["retained"] = retained
         evidence.update(self._models.to_dict())
         if self._models.failed:
             evidence["evidence_failed"] = dict(self._models.failed)
