@@ -25,7 +25,8 @@ OLDEST_TESTS=(tests/test_gate.py tests/test_options.py tests/test_engine.py test
               tests/test_graph_growth_guard.py tests/test_v1_graph_seed.py
               tests/test_from_generator_release.py tests/test_eager_py_function.py
               tests/test_keras2_predict_loop.py tests/test_lifecycle.py tests/test_diagnosis.py
-              tests/test_replacements.py tests/test_registry_discovery.py tests/test_layout.py)
+              tests/test_replacements.py tests/test_registry_discovery.py tests/test_layout.py
+              tests/test_diagnosis_retained.py)
 # PyTorch's CPU build, for op_determinism's PyTorch part (newest leg only: torch 2.13 needs a
 # typing-extensions newer than TF 2.12 accepts, so the oldest leg deselects the torch tests).
 TORCH="torch==2.13.0"
@@ -39,7 +40,7 @@ RAY="ray==2.60.0"
 # pyenv's (~/.pyenv/versions/3.X.*); TF_PATCHES_NEWEST_PYTHON / TF_PATCHES_OLDEST_PYTHON name one.
 NEWEST_PY=3.13
 OLDEST_PY=3.8
-NO_TF_TESTS=(tests/test_without_tf.py tests/test_gate.py tests/test_layout.py tests/test_importhook.py)
+NO_TF_TESTS=(tests/test_without_tf.py tests/test_gate.py tests/test_layout.py tests/test_importhook.py tests/test_diagnosis_report.py)
 # The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test).
 NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib)
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
