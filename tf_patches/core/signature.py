@@ -134,8 +134,8 @@ class Sites:
     KEPT = 5  # sites reported, most frequent first
     EXACTLY, SAMPLED = 1, 2  # what tick() says of an event (0: neither, not recorded)
 
-    def __init__(self, user_frame: Callable[[Any], Any]):
-        self._user_frame = user_frame  # frames.CodeClassifier.user_frame of the diagnosis
+    def __init__(self, locate: Callable[[Any], Optional[Site]]):
+        self._locate = locate  # a stack frame -> the user's site behind it (diagnosis.sites)
         self.events = 0
         self.units = 0
         # site (None: no user frame found) -> units, for the exact events and the sampled ones
@@ -155,13 +155,10 @@ class Sites:
         """One event, its maker the caller's stack (walked only when recorded)."""
         how = self.tick(units)
         if how:
-            site = None
             try:
-                frame = self._user_frame(sys._getframe(1))
-                if frame is not None:
-                    site = (frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name)
+                site = self._locate(sys._getframe(1))
             except Exception:
-                pass
+                site = None
             self.add(site, units, how)
 
     def add(self, site: Optional[Site], units: int, how: int) -> None:

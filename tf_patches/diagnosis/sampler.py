@@ -133,8 +133,8 @@ class Diagnosis:
         from ..core import engine
         from ..core import registry
         from ..core.environment import complete
-        from ..core.frames import LIBRARY_PACKAGES, CodeClassifier, package_dirs
         from ..core.signature import EagerExecutions, Installer, Sites
+        from .sites import locator
 
         env = engine._assumed_or_detected()
         if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it
@@ -143,8 +143,7 @@ class Diagnosis:
         defaults = {option.name: option.default for option in registry.all_options()}
         installer = Installer()
         executions = EagerExecutions()
-        # The user's frames: the first outside TF, Keras and tf-patches (the probes' own wrappers).
-        user_frame = CodeClassifier(package_dirs(LIBRARY_PACKAGES + ("tf_patches",))).user_frame
+        locate = locator()  # the user's line behind a probe's stack
         for spec in registry.specs():
             verdict, reason = spec.check(env, defaults)
             if verdict is False:
@@ -158,7 +157,7 @@ class Diagnosis:
             try:
                 probe = spec.probe()
                 probe.patch = spec.name
-                probe.sites = Sites(user_frame)
+                probe.sites = Sites(locate)
                 probe.install(installer, executions)
             except Exception as exc:  # a TF internal that moved: said in the report
                 self._failed[spec.name] = f"{type(exc).__name__}: {exc}"

@@ -300,9 +300,16 @@ def newest_site(guard: Guard, session: Any) -> Optional[Tuple[str, int, str]]:
     """Where the newest op of a session's graph was built (by the user's code), or None."""
     try:
         graph = session.graph
-        nodes = getattr(graph, "_nodes_by_id", None)  # insertion-ordered: the newest is last, O(1)
-        op = next(reversed(nodes.values())) if nodes else graph.get_operations()[-1]
-        return guard._user_site(op)
+    except Exception:
+        return None
+    # By id, O(1): the newest op's id is the graph's version (TF 2.12) or one more (TF 2.21).
+    for newest in (graph.version + 1, graph.version):
+        try:
+            return guard._user_site(graph._nodes_by_id[newest])
+        except Exception:
+            continue
+    try:
+        return guard._user_site(graph.get_operations()[-1])
     except Exception:
         return None
 
