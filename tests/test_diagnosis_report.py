@@ -209,6 +209,9 @@ def test_gc_advice_where_a_collection_released_memory():
     assert "gc" in kinds(report_of(snapshot(GROWING, collection=released)))
     little = {"heap_in_use_before": 500 * MIB, "heap_in_use_after": 499 * MIB}
     assert "gc" not in kinds(report_of(snapshot(GROWING, collection=little)))
+    # The program's own full collections freed a lot at once: garbage piled up between them.
+    piling = dict(little, gen2_collections=12, gen2_largest_freed_bytes=90 * MIB)
+    assert "gc" in kinds(report_of(snapshot(GROWING, collection=piling)))
 
 
 def test_models_built_in_a_loop_get_clear_session_then_a_fresh_process():

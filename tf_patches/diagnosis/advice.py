@@ -65,7 +65,9 @@ def _idle_growth(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
 
 
 def _released(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
-    """What a full collection at the end released, summed: heap in use where measured, else RSS."""
+    """Garbage waiting for a full collection, summed over the processes: what the one at the
+    end released (heap in use where measured, else RSS), or the most one of the program's own
+    full collections freed at once, whichever is more (garbage piles up between them)."""
     total, seen = 0.0, False
     for snap in snapshots:
         collection = snap.get("collection")
@@ -74,8 +76,12 @@ def _released(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
         before, after = _number(collection.get("heap_in_use_before")), _number(collection.get("heap_in_use_after"))
         if before is None or after is None:
             before, after = _number(collection.get("rss_before")), _number(collection.get("rss_after"))
-        if before is not None and after is not None:
-            total, seen = total + max(0.0, before - after), True
+        found = [max(0.0, before - after)] if before is not None and after is not None else []
+        largest = _number(collection.get("gen2_largest_freed_bytes"))
+        if largest is not None:
+            found.append(largest)
+        if found:
+            total, seen = total + max(found), True
     return total if seen else None
 
 
@@ -108,7 +114,7 @@ def advise(snapshots: Sequence[Dict[str, Any]], growth: float, growing: bool, le
                            "text": f"try another allocator: tf-patches run --malloc {others[0]} -- {command}"})
     released = _released(snapshots)
     if released is not None and released >= max(RELEASED_BYTES, RELEASED_SHARE * max(growth, 0.0)):
-        advice.append({"kind": "gc", "evidence": f"a garbage collection at the end freed {format_size(released)}",
+        advice.append({"kind": "gc", "evidence": f"a full garbage collection freed {format_size(released)} at once",
                        "text": "objects in reference cycles (models, traced functions, datasets) wait for "
                                "Python's collector: call gc.collect() after each model or fold"})
     models = _count(snapshots, "models_built")
