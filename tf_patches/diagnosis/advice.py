@@ -120,14 +120,15 @@ def advise(snapshots: Sequence[Dict[str, Any]], growth: float, growing: bool, le
     models = _count(snapshots, "models_built")
     clears = _count(snapshots, "clear_session_calls")
     if models is not None and models >= MODELS_IN_A_LOOP and growing:
+        each = f" (≈{format_size(growth / models)} of growth per model)" if growth > 0 else ""
         if not clears:
             advice.append({"kind": "clear_session",
-                           "evidence": f"{models:,} Keras models were built and clear_session() was never called",
+                           "evidence": f"{models:,} Keras models were built{each} and clear_session() was never called",
                            "text": "call tf.keras.backend.clear_session() (and gc.collect()) between models, "
                                    f"or build each in a fresh process: {FRESH_PROCESS}"})
         else:
             advice.append({"kind": "fresh_process",
-                           "evidence": f"{models:,} Keras models were built, clear_session() called {clears:,} times",
+                           "evidence": f"{models:,} Keras models were built{each}, clear_session() called {clears:,} times",
                            "text": f"TF keeps some state per model that clear_session() does not free: "
                                    f"build each in a fresh process: {FRESH_PROCESS}"})
     if growing and not leaks_named and not advice:
