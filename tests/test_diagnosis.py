@@ -15,7 +15,9 @@ added by a growing Session loop, ≈250 KiB per Keras 2 predict, 16–34 B per e
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
+import os
 import sys
 import threading
 import warnings
@@ -60,12 +62,22 @@ def _keras2() -> bool:
     return version is not None and version.startswith("2.")
 
 
+def _tf_keras2() -> bool:
+    """TF >= 2.16's tf.keras is tf_keras (Keras 2) under TF_USE_LEGACY_KERAS, where installed."""
+    if os.environ.get("TF_USE_LEGACY_KERAS") not in ("1", "true", "True"):
+        return False
+    try:
+        return importlib.metadata.version("tf-keras").startswith("2.")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+
+
 def applies(name: str) -> bool:
     """Whether this TF (and Python, and Keras) is one the signature is for: written out from the
     issues, not read from the gates, so a gate that drifts fails here."""
     release = _tf_release()
-    if name == KERAS2:
-        return (2, 6) <= release < (2, 15) and _keras2()
+    if name == KERAS2:  # Keras 2: the keras package before TF 2.15, tf_keras under the switch from 2.16
+        return ((2, 6) <= release < (2, 15) and _keras2()) or (release >= (2, 16) and _tf_keras2())
     if name == PY311:
         return (2, 12) <= release < (2, 17) and sys.version_info >= (3, 11)
     if name == CUSTOM_GRADIENT:

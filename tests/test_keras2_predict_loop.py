@@ -6,6 +6,8 @@ and needs nothing. Each test asserts what holds on the leg it runs on; none is s
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List
@@ -17,7 +19,7 @@ import tf_patches
 from tf_patches.core.environment import detect
 from tf_patches.patches import keras2_predict_loop as patch
 
-from .fresh import unpatched_and_patched
+from .fresh import run_fresh, unpatched_and_patched
 
 NAME = patch.NAME
 _HERE = detect()
@@ -40,16 +42,39 @@ def test_status_here_and_nothing_but_the_adapter_is_touched(tf):
         original = adapter.__init__.__wrapped__
         tf_patches.revert_all()
         assert vars(adapter)["__init__"] is original
-    else:  # the 2.21 leg: the version gate decides before Keras is looked at
+    else:  # the 2.21 leg, without the legacy switch: tf.keras is Keras 3, and the reason says so
         assert row.status == "skipped", row
-        assert re.fullmatch(r"TensorFlow \S+ is outside >=2\.6,<2\.15", row.reason), row
+        assert re.match(rf"TensorFlow {re.escape(tf.__version__)} with Keras 3\.\S+: tf\.keras is Keras 3, "
+                        r"which has no TensorLikeDataAdapter and whose predict does not leak", row.reason), row
 
 
-def test_skipped_for_an_injected_tf_2_16_1(tf):
-    row = tf_patches.apply_all(only=[NAME], env={"distribution": "tensorflow", "version": "2.16.1"})[NAME]
-    assert (row.status, row.reason) == ("skipped", "TensorFlow 2.16.1 is outside >=2.6,<2.15")
+def test_skipped_for_an_injected_tf_2_15_1(tf):
+    row = tf_patches.apply_all(only=[NAME], env={"distribution": "tensorflow", "version": "2.15.1"})[NAME]
+    assert (row.status, row.reason) == ("skipped", "TensorFlow 2.15.1 is outside >=2.6,!=2.15.*")
     if APPLIES_HERE:
         assert not hasattr(patch.adapter_module().TensorLikeDataAdapter.__init__, "__tf_patches__")
+
+
+def test_the_keras_in_use_decides_from_tf_2_16(tf, monkeypatch):
+    """TF >= 2.16: tf_keras under TF's own legacy switch values, else the keras package (Keras 3)."""
+    monkeypatch.delenv("TF_USE_LEGACY_KERAS", raising=False)
+    assert patch.keras_in_use("2.16.1") == ("keras", patch.keras_version())
+    injected = {"distribution": "tensorflow", "version": "2.16.1"}
+    row = tf_patches.apply_all(only=[NAME], env=injected)[NAME]
+    expected = "a pairing TF >= 2.16 does not ship" if patch.keras_version().startswith("2.") else "tf.keras is Keras 3"
+    assert row.status == "skipped" and expected in row.reason, row
+    for value in ("1", "true", "True"):
+        monkeypatch.setenv("TF_USE_LEGACY_KERAS", value)
+        assert patch.keras_in_use("2.16.1")[0] == "tf_keras"
+        assert patch.keras_in_use("2.14.1")[0] == "keras"  # no switch before 2.16 (TF 2.15 is gated out)
+    for value in ("0", "yes", ""):
+        monkeypatch.setenv("TF_USE_LEGACY_KERAS", value)
+        assert patch.keras_in_use("2.21.0")[0] == "keras"
+    monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
+    monkeypatch.setattr(patch, "_TF_KERAS_DISTRIBUTIONS", ("no-such-tf-keras",))
+    row = tf_patches.apply_all(only=[NAME], env=injected)[NAME]
+    assert row.status == "skipped" and row.reason.startswith("TF_USE_LEGACY_KERAS asks for tf_keras, "
+                                                             "which is not installed"), row
 
 
 def test_keras3_is_the_reason_when_tf_is_old_enough(tf):
@@ -61,7 +86,7 @@ def test_keras3_is_the_reason_when_tf_is_old_enough(tf):
         assert row.status == "applied", row
     else:
         assert row.status == "skipped", row
-        assert row.reason.startswith(f"Keras {keras.__version__} is installed, not Keras 2"), row
+        assert row.reason.startswith(f"TensorFlow 2.14.1 with Keras {keras.__version__}: tf.keras is Keras 3"), row
 
 
 # -- leak ---------------------------------------------------------------------------------------
@@ -241,6 +266,118 @@ def test_fit_and_evaluate_with_targets_keep_kerass_pipeline(tf, decisions):
     model.fit(X8, y, epochs=1, verbose=0)
     model.evaluate(X8, y, verbose=0)
     assert [batch for _, batch in decisions] == ([None, None] if APPLIES_HERE else [])
+
+
+# -- tf_keras (Keras 2 after TF 2.15) under TF_USE_LEGACY_KERAS=1, in one fresh process -------------
+# What it checks on each leg: TF >= 2.16 with tf-keras installed (the newest leg: scripts/dev.sh puts
+# tf-keras in it): applied to tf_keras's adapter, predictions bit-identical to stock through the same
+# traced predict_function, one pipeline per stock predict as diagnose counts them and none patched;
+# TF >= 2.16 without tf-keras (the Python 3.13 leg): skipped, saying tf_keras is not installed; TF
+# < 2.16 (the 2.12 leg): the switch is not TF's there, Keras 2 itself is served.
+LEGACY = """
+import json
+import numpy as np
+import tf_patches
+import tensorflow as tf
+from tf_patches.patches import keras2_predict_loop as patch
+
+out = {"in_use": patch.keras_in_use(tf.__version__), "tf": tf.__version__}
+row = tf_patches.apply_all(only=[patch.NAME])[patch.NAME]
+tf_patches.revert_all()
+out["status"], out["reason"] = row.status, row.reason
+if row.status == "applied":
+    out["keras"] = tf.keras.Model.__module__.split(".")[0]
+    rng = np.random.default_rng(58676)
+    x8, b8, x33 = (rng.random(shape, dtype=np.float32) for shape in ((8, 4), (8, 2), (33, 4)))
+
+    def dense(outputs=1):
+        inputs = tf.keras.Input((4,))
+        hidden = tf.keras.layers.Dense(16, activation="relu")(inputs)
+        hidden = tf.keras.layers.Dropout(0.5)(tf.keras.layers.BatchNormalization()(hidden))
+        heads = [tf.keras.layers.Dense(3)(hidden) for _ in range(outputs)]
+        return tf.keras.Model(inputs, heads if outputs > 1 else heads[0])
+
+    a, b = tf.keras.Input((4,), name="a"), tf.keras.Input((2,), name="b")
+    merged = tf.keras.layers.Concatenate()([a, tf.keras.layers.Dense(4)(b)])
+    two_inputs = tf.keras.Model({"a": a, "b": b}, tf.keras.layers.Dense(2)(merged))
+    one, two = dense(), dense(outputs=2)
+    cases = {  # name: (model, inputs, routed by the patch)
+        "numpy float32": (one, x8, True), "numpy float64": (one, x8.astype(np.float64), True),
+        "eager tensor": (one, tf.constant(x8), True), "one row": (one, x8[:1], True),
+        "two outputs": (two, x8, True), "two inputs": (two_inputs, {"a": x8, "b": b8}, True),
+        "33 rows, two batches": (one, x33, False),
+    }
+
+    def predictions():
+        flat = lambda o: [(str(v.dtype), v.shape, v.tobytes()) for v in map(np.asarray, tf.nest.flatten(o))]
+        return {name: repr(flat(m.predict(x, verbose=0))) for name, (m, x, _) in cases.items()}
+
+    def pipelines(program):
+        with tf_patches.diagnose() as diagnosis:
+            program()
+        snapshot = diagnosis.snapshot()
+        return dict(zip(snapshot["signatures"], snapshot["samples"][-1][2])).get(patch.NAME)
+
+    routed = [name for name, (_, _, on) in cases.items() if on]
+    predict_routed = lambda: [cases[n][0].predict(cases[n][1], verbose=0) for n in routed for _ in range(3)]
+    stock = predictions()
+    traces = {n: m.predict_function.experimental_get_tracing_count() for n, (m, _, _) in cases.items()}
+    out["stock_pipelines"] = pipelines(predict_routed)
+    adapter = patch.adapter_module().TensorLikeDataAdapter
+    original = vars(adapter)["__init__"]
+    out["applied"] = tf_patches.apply_all(only=[patch.NAME]).status(patch.NAME)
+    out["adapter"] = adapter.__module__
+    out["wrapped"] = getattr(adapter.__init__, "__tf_patches__", None)
+    out["identical"] = {n: v == stock[n] for n, v in predictions().items()}
+    out["retraced"] = [n for n, (m, _, _) in cases.items()
+                       if m.predict_function.experimental_get_tracing_count() != traces[n]]
+    out["patched_pipelines"] = pipelines(predict_routed)
+    out["unrouted_pipelines"] = pipelines(lambda: one.predict(x33, verbose=0))
+    tf_patches.revert_all()
+    out["restored"] = vars(adapter)["__init__"] is original
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def legacy(tf):
+    """The fresh process with TF_USE_LEGACY_KERAS=1, shared by the checks below."""
+    return run_fresh(LEGACY, env={"TF_USE_LEGACY_KERAS": "1"})
+
+
+def _release(tf: Any) -> tuple:
+    return tuple(int(part) for part in tf.__version__.split(".")[:2])
+
+
+def test_legacy_switch_serves_the_keras_2_in_use(tf, legacy):
+    if _release(tf) < (2, 16):  # TF's loader reads no switch: its own Keras 2 package is served
+        assert legacy["in_use"][0] == "keras" and (legacy["status"] == "applied") == APPLIES_HERE, legacy
+    elif importlib.util.find_spec("tf_keras") is None:
+        assert legacy["status"] == "skipped", legacy
+        assert legacy["reason"].startswith("TF_USE_LEGACY_KERAS asks for tf_keras, which is not installed"), legacy
+    else:
+        assert legacy["in_use"] == ["tf_keras", importlib.metadata.version("tf-keras")], legacy
+        assert legacy["status"] == legacy["applied"] == "applied", legacy
+        assert legacy["reason"].startswith("tf_keras.src.engine.data_adapter.TensorLikeDataAdapter"), legacy
+        assert legacy["keras"] == "tf_keras" and legacy["adapter"].startswith("tf_keras."), legacy
+        assert legacy["wrapped"] == NAME and legacy["restored"], legacy
+
+
+def test_legacy_predictions_are_bit_identical_through_the_same_trace(legacy):
+    if legacy["status"] != "applied":
+        return  # what this leg serves is checked above (and on the 2.12 leg, in this process)
+    assert legacy["identical"] and all(legacy["identical"].values()), legacy["identical"]
+    assert legacy["retraced"] == [], legacy
+
+
+def test_legacy_predict_builds_no_pipeline_patched(legacy):
+    """The leak's unit, as diagnose counts it: one tf.data pipeline per stock predict (tf-keras 2.21:
+    ≈1 KiB and ≈70 ms a call, docs/findings/keras_predict_loops.md), none for a patched one."""
+    if legacy["status"] != "applied":
+        return
+    assert legacy["stock_pipelines"] == 6 * 3, legacy  # 6 routed cases, 3 predicts each
+    assert legacy["patched_pipelines"] == 0, legacy
+    assert legacy["unrouted_pipelines"] == 1, legacy  # two batches: Keras's own pipeline, counted
 
 
 # -- the routing rule itself, on any Keras --------------------------------------------------------

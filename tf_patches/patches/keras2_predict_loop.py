@@ -20,6 +20,21 @@ the same tensors. All of ``predict`` around it (callbacks, progress bar, step co
 is Keras's own, and every other input gets the original adapter. What differs: the dataset's
 cardinality is known (1, not unknown), which Keras never reads here (the adapter's size comes
 first), and it is not autotuned.
+
+Keras 2 after TF 2.15 (issue 24): the gate is the Keras 2 implementation ``tf.keras`` actually is,
+not TF's version alone. TF < 2.15 bundles the ``keras`` 2.x package (served, as above); from TF 2.16
+TF's loader makes ``tf.keras`` the ``tf_keras`` package (tf-keras 2.16–2.21) under
+``TF_USE_LEGACY_KERAS=1`` (or true/True), else Keras 3. tf_keras's ``TensorLikeDataAdapter`` is the
+same code as Keras 2.13–2.15's (``tf_keras.src.engine.data_adapter``), and the 58676 leak has
+shrunk there, but its per-call cost has not (docs/findings/keras_predict_loops.md, 8 rows, a tiny
+model, on a loaded 2-core box): stock ``predict`` grows 0.87–0.98 MiB per 1,000 calls in the steady
+state on tf-keras 2.17 and 2.21 (4.5–6.0 on 2.16, still rising at 4,000 calls) and costs ≈70–80 ms
+a call against ≈2 ms for ``model(x)``; patched it builds no pipeline, costs ≈10 ms and grows ≈0
+(benchmarks/keras2_predict_loop.py), predictions bit-identical. So tf_keras under the switch is
+served; the reason says which case skips: Keras 3 (no such adapter; its ``predict`` grows ≈1.1 MiB
+per 1,000 calls over 10,000 on 3.15.1, no 58676 leak), the switch without tf-keras installed, the
+``keras`` 2.x package on TF >= 2.16 (not a pairing TF ships), and TF 2.15 (Keras 2.15: 29 MB per
+1,500 calls, issue 9; its speed not measured).
 """
 
 from __future__ import annotations
@@ -27,6 +42,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import numbers
+import os
 from types import ModuleType
 from typing import Any, Mapping, Optional, Tuple
 
@@ -40,38 +56,74 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_mi
 NAME = "keras2_predict_loop"
 TITLE = "Keras 2 predict() in a loop: one in-memory batch without the leaking tf.data pipeline"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/58676"
-# Keras 2 as its own package (tf.keras from TF 2.6); from TF 2.15 the growth is small (issue 9).
-GATE = Gate(versions=">=2.6,<2.15")
+# Keras 2 as its own package (tf.keras from TF 2.6); TF 2.15 (Keras 2.15, growth small: issue 9,
+# not measured for speed) is left out; from TF 2.16 the precondition decides by the Keras in use.
+GATE = Gate(versions=">=2.6,!=2.15.*")
 
-# Where tf.keras's data adapters live: Keras 2.13–2.15, then 2.6–2.12.
-_ADAPTER_MODULES = ("keras.src.engine.data_adapter", "keras.engine.data_adapter")
+# Where tf.keras's data adapters live, by package: Keras 2.13–2.15, then 2.6–2.12; tf-keras 2.16–2.21.
+_ADAPTER_MODULES = {"keras": ("keras.src.engine.data_adapter", "keras.engine.data_adapter"),
+                    "tf_keras": ("tf_keras.src.engine.data_adapter",)}
 _KERAS_DISTRIBUTIONS = ("keras", "keras-nightly")
+_TF_KERAS_DISTRIBUTIONS = ("tf-keras", "tf-keras-nightly")
+# TF >= 2.16's tf.keras loader (tensorflow/python/util/lazy_loader.py) takes tf_keras for these values.
+_LEGACY_SWITCH = ("true", "True", "1")
 _DEFAULT_BATCH_SIZE = 32  # TensorLikeDataAdapter's default when neither batch_size nor steps is given
 _ADAPTER_PARAMETERS = ("x", "y", "sample_weights", "sample_weight_modes", "batch_size", "epochs",
                        "steps", "shuffle")
 
 
 def keras_version() -> Optional[str]:
-    """The installed Keras's version, without importing it; None if absent."""
+    """The installed ``keras`` package's version, without importing it; None if absent."""
     return installed_distribution("keras", _KERAS_DISTRIBUTIONS)[1]
 
 
+def legacy_switch() -> bool:
+    """Whether ``TF_USE_LEGACY_KERAS`` asks TF >= 2.16 for tf_keras, as TF's own loader reads it."""
+    return os.environ.get("TF_USE_LEGACY_KERAS") in _LEGACY_SWITCH
+
+
+def keras_in_use(tf_version: Optional[str]) -> Tuple[str, Optional[str]]:
+    """``(package, version)`` of the Keras that ``tf.keras`` resolves to on TF ``tf_version``,
+    without importing it (version None: not installed). TF < 2.16 bundles the ``keras`` package;
+    from 2.16 TF's loader takes ``tf_keras`` under the legacy switch, else ``keras``."""
+    release = parse_version(tf_version or "")
+    if release is not None and (release.major, release.minor) >= (2, 16) and legacy_switch():
+        return "tf_keras", installed_distribution("tf_keras", _TF_KERAS_DISTRIBUTIONS)[1]
+    return "keras", keras_version()
+
+
 def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
-    """Keras 2 is required: the gate's TF versions ship it, but a user can install another."""
-    version = keras_version()
+    """The Keras in use must be Keras 2: the ``keras`` 2.x package on TF < 2.15, or tf_keras under
+    ``TF_USE_LEGACY_KERAS=1`` on TF >= 2.16; Keras 3 has no TensorLikeDataAdapter, and its
+    predict loop does not leak (measured below)."""
+    package, version = keras_in_use(env.version)
     if version is None:
+        if package == "tf_keras":
+            return ("TF_USE_LEGACY_KERAS asks for tf_keras, which is not installed "
+                    "(tf.keras cannot load; `pip install tf-keras`)")
         return "Keras is not installed"
     release = parse_version(version)
     if release is None or release.major != 2:
-        return (f"Keras {version} is installed, not Keras 2: this patch serves Keras 2's "
-                "TensorLikeDataAdapter, which Keras 3 does not have")
+        return (f"TensorFlow {env.version} with Keras {version}: tf.keras is Keras {release.major if release else version}, "
+                "which has no TensorLikeDataAdapter and whose predict does not leak as TF 58676 did "
+                "(Keras 3.15.1 on TF 2.21: ≈1.1 MiB per 1,000 calls over 10,000; "
+                "docs/findings/keras_predict_loops.md); Keras 2 there is tf-keras with TF_USE_LEGACY_KERAS=1")
+    tf_release = parse_version(env.version or "")
+    if package == "keras" and tf_release is not None and (tf_release.major, tf_release.minor) >= (2, 16):
+        return (f"TensorFlow {env.version} with the keras {version} package (Keras 2 without the "
+                "legacy switch): a pairing TF >= 2.16 does not ship, not measured")
     return None
 
 
-def adapter_module() -> ModuleType:
-    """Keras 2's ``data_adapter`` module, the one ``tf.keras`` uses."""
+def adapter_module(tf_version: Optional[str] = None) -> ModuleType:
+    """Keras 2's ``data_adapter`` module, the one ``tf.keras`` uses (``keras``'s, or ``tf_keras``'s
+    under the legacy switch on TF >= 2.16; TF's version is read from TF when not given)."""
+    if tf_version is None:
+        import tensorflow as tf
+
+        tf_version = tf.__version__
     errors = []
-    for name in _ADAPTER_MODULES:
+    for name in _ADAPTER_MODULES[keras_in_use(tf_version)[0]]:
         try:
             return importlib.import_module(name)
         except ImportError as exc:
@@ -110,7 +162,12 @@ def install(ctx: PatchContext) -> str:
     import numpy as np
     import tensorflow as tf
 
-    data_adapter = adapter_module()
+    data_adapter = adapter_module(tf.__version__)
+    package = data_adapter.__name__.split(".")[0]
+    keras_model = tf.keras.Model.__module__.split(".")[0]
+    if keras_model != package:  # the switch changed after tf.keras had loaded: serve the one in use
+        raise RuntimeError(f"tf.keras is {keras_model}'s, not {package}'s (TF_USE_LEGACY_KERAS changed "
+                           "after tf.keras was loaded?)")
     adapter_cls = data_adapter.TensorLikeDataAdapter
     original = adapter_cls.__init__
     signature = inspect.signature(original)
@@ -163,10 +220,24 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
+# Bytes one stock pipeline keeps, by TF minor. Keras 2 package: this docstring's 248 KiB per predict
+# on 2.12.1, 268 on 2.14.1. tf-keras (TF_USE_LEGACY_KERAS=1): the second-half RSS slopes of
+# docs/findings/keras_predict_loops.md (MiB per 1,000 predict calls × 1.024 = KiB per call).
+_UNIT_BYTES = {"2.12": 248 * KIB, "2.14": 268 * KIB,
+               "2.16": int(4.6 * KIB), "2.17": int(0.9 * KIB), "2.21": int(1.0 * KIB)}
+
+
+def unit_bytes(version: str) -> Optional[int]:
+    """Measured where measured; 258 KiB for the other Keras 2 package releases (the adapter's code
+    is the same in 2.6–2.14); None (fitted from RSS by the report) for unmeasured tf-keras ones."""
+    release = parse_version(version)
+    old_keras = release is not None and (release.major, release.minor) < (2, 15)
+    return by_minor(_UNIT_BYTES, 258 * KIB if old_keras else None)(version)
+
+
 SIGNATURE = Signature(
     unit="Keras 2 input pipelines built for in-memory data (predict/fit/evaluate calls)",
-    # This module's docstring: 248 KiB per predict on 2.12.1, 268 on 2.14.1.
-    unit_bytes=by_minor({"2.12": 248 * KIB, "2.14": 268 * KIB}, 258 * KIB), floor=8,
+    unit_bytes=unit_bytes, floor=8,  # measured sizes: _UNIT_BYTES above
     fix="one in-memory batch served without the leaking pipeline",
     name='a new tf.data input pipeline built per Keras 2 predict() call',
     code_fix=('in a loop over small in-memory batches call `model(x, training=False)` instead of '
@@ -185,10 +256,12 @@ class KerasPipelines(Probe):
         context = tf_module("python.eager.context")
         adapter = adapter_module().TensorLikeDataAdapter
         original = adapter.slice_inputs
+        sites = self.sites
 
         def slice_inputs(adapter_self: Any, *args: Any, **kwargs: Any) -> Any:
             if installer.active and context.executing_eagerly():
                 self._count += 1
+                sites.hit()
             return original(adapter_self, *args, **kwargs)
 
         slice_inputs.__wrapped__ = original  # type: ignore[attr-defined]
@@ -203,10 +276,11 @@ PROBE = KerasPipelines
 
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
-    version = keras_version() or "none"
-    if not version.startswith("2."):
-        return Finding(None, f"Keras 2 only; this build has Keras {version}")
     import tensorflow as tf
+
+    package, version = keras_in_use(tf.__version__)
+    if not (version or "none").startswith("2."):
+        return Finding(None, f"Keras 2 only; this build's tf.keras is {package} {version or 'none'}")
 
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(1)])
     data = tf.zeros([8, 4])
