@@ -41,8 +41,10 @@ RAY="ray==2.60.0"
 NEWEST_PY=3.13
 OLDEST_PY=3.8
 NO_TF_TESTS=(tests/test_without_tf.py tests/test_gate.py tests/test_layout.py tests/test_importhook.py tests/test_diagnosis_report.py)
-# The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test).
-NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib)
+# The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test), and tf-keras,
+# Keras 2 after TF 2.15, for keras2_predict_loop's tests under TF_USE_LEGACY_KERAS=1 (issue 24).
+TF_KERAS="tf-keras==2.21.0"
+NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib "$TF_KERAS")
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 # venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with
