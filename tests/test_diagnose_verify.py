@@ -183,3 +183,18 @@ def test_a_fix_run_that_cannot_start_is_said(monkeypatch):
     assert report.verification["exit_status"] == 127 and report.verification["removed_bytes"] is None
     assert report.notes == ["not verified: the fix run could not start (exit status 127)"]
     assert diagnose_command.verification_text(report.verification) == ""
+
+
+def test_a_fix_run_without_tensorflow_compares_with_nothing(tmp_path, monkeypatch):
+    # A real fix run of a command that imports no TF (as when a fix made it fail before the import).
+    monkeypatch.delenv("TF_PATCHES_ONLY", raising=False)
+    marker = tmp_path / "ran"
+    report = SimpleNamespace(leaks=[_leak(SEED, "fix")], notes=[], growth_bytes=10 * MIB)
+    args = argparse.Namespace(patched=False, malloc=None, interval=None, verify=True, command=["--", "sh"])
+    diagnose_command._verify(args, report, ["sh", "-c", f"echo $TF_PATCHES_ONLY > {marker}; exit 5"], 0,
+                             diagnose_command._Signals(), 0.2)
+    assert marker.read_text().strip() == ""  # the patches on: no TF_PATCHES_ONLY=none
+    assert report.verification["exit_status"] == 5 and report.verification["removed_bytes"] is None
+    assert "--verify: no process of the fix run imported TensorFlow: nothing to compare" in report.notes
+    assert "--verify: the fix run exited with status 5 (the first run: 0): the fixes changed what the command " \
+           "did, compare with care" in report.notes

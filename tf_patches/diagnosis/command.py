@@ -455,6 +455,12 @@ def _verify(args: argparse.Namespace, report: Any, command: Sequence[str], retur
                     if getattr(leak, "patch", None) in fixes],
         patched=list(getattr(rerun, "patched", []) or []),
     )
+    first_rate, fix_rate = (_rate(getattr(report, "steady", None)), _rate(verification["steady"]))
+    if first_rate is not None and fix_rate is not None:  # what the fixes took off the steady state's rate
+        verification["removed_steady_bytes_per_s"] = round(first_rate - fix_rate, 1)
+    if not getattr(rerun, "processes", 0):  # no TF imported there: its growth compares with nothing
+        verification.update(growth_bytes=None, removed_bytes=None)
+        _note(report, "--verify: no process of the fix run imported TensorFlow: nothing to compare")
     first = _shell_status(returncode)
     if fix_returncode < 0:
         _note(report, f"--verify: the fix run was killed by {_signal_name(-fix_returncode)}: "
@@ -466,7 +472,8 @@ def _verify(args: argparse.Namespace, report: Any, command: Sequence[str], retur
     if rerun.processes and not_applied:  # TF_PATCHES_ONLY / _EXCLUDE in the user's environment, a gate
         _note(report, f"--verify: not applied in the fix run: {', '.join(not_applied)}")
     for note in getattr(rerun, "notes", ()) or ():
-        _note(report, f"--verify run: {note}")
+        if not note.startswith("the command was killed"):  # said above
+            _note(report, f"--verify run: {note}")
 
 
 def _steady_of(data: Dict[str, Any]) -> Any:
@@ -475,6 +482,11 @@ def _steady_of(data: Dict[str, Any]) -> Any:
         if data.get(key) is not None:
             return data[key]
     return None
+
+
+def _rate(steady: Any) -> Optional[float]:
+    rate = steady.get("rate_bytes_per_s") if isinstance(steady, dict) else None
+    return float(rate) if isinstance(rate, (int, float)) else None
 
 
 def _note(report: Any, text: str) -> None:
