@@ -138,10 +138,11 @@ def table(rows: List[Dict[str, Any]]) -> str:
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         named = r["named"] + ("" if r["seen"] == "-" else f" (seen: {r['seen']})")
+        fix_exit = "-" if r["fix_exit"] is None else r["fix_exit"]
         lines.append(f"| {r['program']} | {r['expected'].split(' (')[0]} | {named} | {r['explained']} | "
-                     f"{_num(r['growth'])} | {_num(r['removed'])} | {'-' if r['fix_exit'] is None else r['fix_exit']} | "
-                     f"{_num(r['ratio'], 2)} | {r['verdict']} | "
-                     f"{r['goals']} | {'yes' if r['ok'] else 'NO: ' + r['why']} | {r['seconds']:.0f} |")
+                     f"{_num(r['growth'])} | {_num(r['removed'])} | {fix_exit} | {_num(r['ratio'], 2)} | "
+                     f"{r['verdict']} | {r['goals']} | {'yes' if r['ok'] else 'NO: ' + r['why']} | "
+                     f"{r['seconds']:.0f} |")
     held = sum(r["ok"] for r in rows)
     lines.append(f"\n{held} of {len(rows)} programs meet the goals.")
     return "\n".join(lines)

@@ -198,3 +198,17 @@ def test_a_fix_run_without_tensorflow_compares_with_nothing(tmp_path, monkeypatc
     assert "--verify: no process of the fix run imported TensorFlow: nothing to compare" in report.notes
     assert "--verify: the fix run exited with status 5 (the first run: 0): the fixes changed what the command " \
            "did, compare with care" in report.notes
+
+
+def test_a_signal_between_the_runs_waits_for_the_fix_run():
+    # Forwarded while neither run is running: to the fix run once it starts, not to the first (reaped).
+    got = {"first": [], "fix": []}
+    first = SimpleNamespace(send_signal=got["first"].append)
+    fix = SimpleNamespace(send_signal=got["fix"].append)
+    signals = diagnose_command._Signals()
+    signals.started(first)
+    signals.between()
+    signals._forward(signal.SIGTERM, None)
+    signals.started(fix)
+    assert got == {"first": [], "fix": [signal.SIGTERM]}
+    assert signal.SIGTERM in signals.received  # and no fix run would start after it (tested above)
