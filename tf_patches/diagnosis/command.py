@@ -557,7 +557,7 @@ def _output(args: argparse.Namespace, report: Any) -> None:
             _say(f"no plot: {exc}")
     text = str(report)
     verified = verification_text(verification)
-    if verified and verified not in text:
+    if verified and "Verified (--verify)" not in text:  # unless the report says it itself
         text += "\n" + verified
     streams.write(sys.stderr, f"{text}\n")
     if args.json and args.output is None:
