@@ -26,8 +26,8 @@ from tf_patches.diagnosis import heap as heap_module
 from tf_patches.diagnosis.sampler import Diagnosis
 
 from .fresh import run_fresh
-from .test_diagnosis import (CUSTOM_GRADIENT, GENERATOR, GRAPH, PY_FUNCTION, SEED, applies,
-                             custom_gradient_traces, generator_datasets)
+from .test_diagnosis import (CUSTOM_GRADIENT, GENERATOR, GRAPH, KERAS2, PY_FUNCTION, SEED, applies,
+                             custom_gradient_traces, generator_datasets, keras_predicts)
 
 HERE = os.path.abspath(__file__)
 JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
@@ -90,6 +90,8 @@ def in_process(tf) -> Dict[str, Any]:
         programs.append(generator_datasets(10))
     if applies(CUSTOM_GRADIENT):
         programs.append(custom_gradient_traces(40))
+    if applies(KERAS2):
+        programs.append(keras_predicts(12))
     return diagnosed(*programs)
 
 
@@ -104,7 +106,7 @@ def test_sites_name_the_line_that_makes_the_units(in_process):
         # Sampled past the first 16, shared out: the sites add up to the units counted.
         assert counts[name] >= units
         assert sum(row[3] for row in sites[name]) == counts[name], (sites[name], counts[name])
-    for name in (GENERATOR, CUSTOM_GRADIENT):  # the other probes that see their unit made
+    for name in (GENERATOR, CUSTOM_GRADIENT, KERAS2):  # the other probes that see their unit made
         if applies(name):
             assert sites[name][0][0].endswith(os.path.join("tests", "test_diagnosis.py")), sites[name]
     assert all(len(rows) <= Sites.KEPT for rows in sites.values())
