@@ -167,8 +167,15 @@ class Sites:
                 bucket = self._exact if how == self.EXACTLY else self._sampled
                 bucket[site] = bucket.get(site, 0) + units
 
+    def reset(self) -> None:
+        """Forget every event (a forked child counts its own); the lock is new, as after a fork."""
+        self._lock = threading.Lock()
+        self.events = self.units = 0
+        self._exact, self._sampled = {}, {}
+
     def top(self) -> List[list]:
-        """``[[filename, line, function, units], ...]``, most first, at most :data:`KEPT`."""
+        """``[[filename, line, function, units], ...]``, most first, at most :data:`KEPT`. Units
+        made, which may exceed the signature's count where that is a peak (seed_kernel_cache)."""
         with self._lock:
             exact, sampled, units = dict(self._exact), dict(self._sampled), self.units
         rest = units - sum(exact.values())  # units of the events after the exact ones

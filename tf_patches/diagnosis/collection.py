@@ -60,6 +60,12 @@ class CollectionWatch:
         self._final: Dict[str, Any] = {}
         self._watching = False
 
+    def reset(self) -> None:
+        """Counts from now (a forked child); the callback stays."""
+        self.gen2_collections = self.gen2_found = 0
+        self.gen2_freed_bytes = self.gen2_largest_freed_bytes = None
+        self._in_use_before, self._final = None, {}
+
     def start(self) -> "CollectionWatch":
         if not self._watching:
             gc.callbacks.append(self._callback)

@@ -60,6 +60,10 @@ class KerasModels:
             importhook.cancel(name, hook)
         self._hooked.clear()
 
+    def reset(self) -> None:
+        """Counts from now (a forked child)."""
+        self.models_built = self.clear_session_calls = self.graph_resets = 0
+
     def to_dict(self) -> Dict[str, Any]:
         return {"models_built": self.models_built, "clear_session_calls": self.clear_session_calls,
                 "graph_resets": self.graph_resets}

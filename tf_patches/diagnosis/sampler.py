@@ -308,6 +308,10 @@ class Diagnosis:
         self._lock = threading.RLock()
         self._stop = threading.Event()
         self._samples, self._onsets, self._heap_samples = [], {}, []
+        for probe in self._probes:  # the evidence from now too: the parent's is the parent's
+            probe.sites.reset()
+        self._collection.reset()
+        self._models.reset()
         if self._armed_at is not None and not self._stopped:
             self._armed_at = time.time()
             self._base = [self._count(probe) for probe in self._probes]
