@@ -170,8 +170,11 @@ FRESH = """
             tf.add(y, 1.0)
     diagnosis.stop()
     snapshot = diagnosis.snapshot()
-    print(json.dumps({{key: snapshot.get(key) for key in
-                       ("collection", "heap", "models_built", "clear_session_calls", "evidence_failed")}}))
+    # Keras' and TF's own functions back once stopped (a staticmethod's too).
+    snapshot["left"] = [f.__code__.co_filename for f in (tf.keras.Model.__new__, tf.compat.v1.reset_default_graph)
+                        if "tf_patches" in f.__code__.co_filename]
+    print(json.dumps({{key: snapshot.get(key) for key in ("collection", "heap", "models_built",
+                                                          "clear_session_calls", "evidence_failed", "left")}}))
 """
 
 
@@ -209,6 +212,7 @@ def test_models_built_and_clear_session_calls_counted(fresh):
     assert models["models_built"] == MODELS + 1, models
     assert models["clear_session_calls"] == CLEARS
     assert models["evidence_failed"] is None
+    assert models["left"] == [], "the counters' wrappers outlived the diagnosis"
     clean = fresh["clean"]
     assert clean["models_built"] == 0 and clean["clear_session_calls"] == 0
 

@@ -75,7 +75,11 @@ class Installer:
     def remove(self) -> None:
         self.active = False
         for owner, attribute, raw, replacement in reversed(self._undo):
-            if getattr(owner, attribute, None) is not replacement:
+            # What the owner itself holds: a staticmethod (Model.__new__) reads as its function.
+            current = raw_attribute(owner, attribute)
+            if current is _MISSING:
+                current = getattr(owner, attribute, None)
+            if current is not replacement:
                 # Wrapped since by someone else: it passes through, and goes when they restore it.
                 try:
                     replacement.__tf_patches_spent__ = (raw,)
