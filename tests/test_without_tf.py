@@ -17,7 +17,7 @@ from typing import Dict, List, Tuple
 
 import pytest
 
-from tf_patches import __version__
+from tf_patches import __version__, cli
 from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 
 from .fresh import ROOT, fresh_env
@@ -130,6 +130,9 @@ def test_the_command_line(bare):
     python = _run(bare, ["-c", "import platform; print(platform.python_version())"]).stdout.strip()
     assert data["environment"]["python_version"] == python
     assert {row["status"] for row in data["patches"]} == {"skipped"}
+    for command in ["report", *cli.COMMANDS]:  # every option's help text reaches the user
+        text = _run(bare, ["-m", "tf_patches", command, "--help"]).stdout
+        assert text.startswith("usage: tf-patches " + command), text
 
 
 def test_tf_patches_run_and_diagnose_run_a_python_command(bare):

@@ -33,7 +33,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     # One flag per apply_all() option, named after it: the variables stay the single source.
     for option in all_options():
         name = "--" + option.name.replace("_", "-")
-        help_text = f"{option.help} (sets {option.env_var})"
+        # argparse %-formats help texts: an option's "≈2.3 % of" broke every --help.
+        help_text = f"{option.help} (sets {option.env_var})".replace("%", "%%")
         if option.convert is flag:
             help_text = help_text[3:] if help_text.startswith("1: ") else help_text  # a flag takes no "1"
             parser.add_argument(name, dest=option.env_var, action="store_const", const="1", help=help_text)
