@@ -32,6 +32,8 @@ from tf_patches.core.context import tf_module
 from tf_patches.diagnosis.sampler import Diagnosis
 from tf_patches.core.gate import parse_version
 from tf_patches.patches import keras2_predict_loop, rfft_guard
+from tf_patches.core import registry
+from tf_patches.core.signature import Probe
 from tf_patches.diagnosis.signatures import known
 
 from .fresh import run_fresh
@@ -132,7 +134,9 @@ def assert_named(report: Any, name: str, count: Optional[int] = None, at_least: 
         assert found.fix_python == f"import tf_patches; tf_patches.apply_all({signature.apply_kwargs})"
         assert found.fix_command.startswith("tf-patches run ")
     measured = signature.unit_bytes(report.tf_version) is not None
-    assert found.unit_size == ("measured" if measured else "fitted")
+    # No lab size: measured in this process where the probe can (from_generator), else fitted.
+    here = registry.by_name(name).probe.unit_bytes_here is not Probe.unit_bytes_here
+    assert found.unit_size == ("measured" if measured else "measured here" if here else "fitted")
     if measured:
         # The lab's size, never more than the process grew (here it shares a heap with the suite).
         lab = signature.unit_bytes(report.tf_version)

@@ -371,7 +371,7 @@ def _add_estimate(total: Dict[str, Any], count: int, size: Any, figures: Process
     if "confidence" not in total or ranks[size.confidence] < ranks[total["confidence"]]:
         total["confidence"] = size.confidence  # as sure as the least sure process
     total["kind"] = size.kind if total.get("kind") in (None, size.kind) else "mixed"
-    for key, value in (("lab", size.lab), ("fitted", size.fitted), ("r2", size.r2)):
+    for key, value in (("lab", size.lab), ("fitted", size.fitted), ("r2", size.r2), ("size", size.bytes)):
         if value is not None:
             total[key] = value
 
@@ -432,9 +432,9 @@ def _leak(signature: Signature, count: int, span: float, estimate: Dict[str, Any
     issue = spec.issue_url if spec is not None else ""
     explained = estimate.get("explained", 0.0)
     kind = estimate.get("kind", "fitted")
-    size = explained / count if count and (kind != "fitted" or explained) else None
-    if kind == "measured":
-        size = signature.unit_bytes(version)
+    size = estimate.get("size")  # the unit's size, whatever the growth capped explained at
+    if kind == "mixed":  # processes sized it differently: their average
+        size = explained / count if count and explained else None
     advisory = spec is not None and spec.advise is not None
     fix_command = fix_python = None
     if not advisory:
