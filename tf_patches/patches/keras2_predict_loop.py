@@ -28,8 +28,8 @@ TF's loader makes ``tf.keras`` the ``tf_keras`` package (tf-keras 2.16–2.21) u
 same code as Keras 2.13–2.15's (``tf_keras.src.engine.data_adapter``), and the 58676 leak has
 shrunk there, but its per-call cost has not (docs/findings/keras_predict_loops.md, 8 rows, a tiny
 model, on a loaded 2-core box): stock ``predict`` grows 0.2–1.0 MiB per 1,000 calls in the steady
-state on tf-keras 2.17–2.21 (second half of 4,000–10,000 calls; 4.5–6.0 on 2.16, still rising at
-4,000 calls) and costs ≈70–80 ms a call against ≈2 ms for ``model(x)`` (unloaded); patched
+state on tf-keras 2.17–2.21 (second half of 4,000–10,000 calls; ≈5.0 on 2.16, steady through
+6,000 calls) and costs ≈70–80 ms a call against ≈2 ms for ``model(x)`` (unloaded); patched
 (tf-keras 2.21, benchmarks/keras2_predict_loop.py, 2,000 calls) it builds no pipeline, grows 0.11
 MiB per 1,000 calls against 0.99 and runs 6.7× faster (7–13× in shorter runs), predictions
 bit-identical. So tf_keras under the switch is
@@ -226,7 +226,7 @@ def install(ctx: PatchContext) -> str:
 # on 2.12.1, 268 on 2.14.1. tf-keras (TF_USE_LEGACY_KERAS=1): the second-half RSS slopes of
 # docs/findings/keras_predict_loops.md (MiB per 1,000 predict calls × 1.024 = KiB per call).
 _UNIT_BYTES = {"2.12": 248 * KIB, "2.14": 268 * KIB,
-               "2.16": int(4.6 * KIB), "2.17": int(0.9 * KIB), "2.18": int(0.2 * KIB), "2.19": int(0.3 * KIB),
+               "2.16": int(5.1 * KIB), "2.17": int(0.9 * KIB), "2.18": int(0.2 * KIB), "2.19": int(0.3 * KIB),
                "2.20": int(0.85 * KIB), "2.21": int(1.0 * KIB)}
 
 
