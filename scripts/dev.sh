@@ -43,8 +43,16 @@ OLDEST_PY=3.8
 NO_TF_TESTS=(tests/test_without_tf.py tests/test_gate.py tests/test_layout.py tests/test_importhook.py tests/test_diagnosis_report.py)
 # The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test), and tf-keras,
 # Keras 2 after TF 2.15, for keras2_predict_loop's tests under TF_USE_LEGACY_KERAS=1 (issue 24).
+# tf-keras goes in without its dependencies: it requires `tensorflow`, and pip would add the full
+# tensorflow wheel over tensorflow-cpu's files (the same modules, another build of the libraries).
 TF_KERAS="tf-keras==2.21.0"
-NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib "$TF_KERAS")
+NEWEST_EXTRAS=("$TORCH" "$RAY" matplotlib)
+
+newest_venv() {  # .venv: the newest TF, the extras, and tf-keras on top (no deps; once)
+  venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
+  .venv/bin/python -c "import importlib.metadata as m, sys; sys.exit(m.version('tf-keras') != '${TF_KERAS#*==}')" \
+    2>/dev/null || .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps "$TF_KERAS"
+}
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 
 # venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with
@@ -175,12 +183,12 @@ bench() {
 
 case "${1:-}" in
   demo)
-    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
+    newest_venv
     shift
     .venv/bin/tf-patches demo "$@"
     ;;
   report)
-    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
+    newest_venv
     shift
     .venv/bin/tf-patches report "$@"
     ;;
@@ -188,7 +196,7 @@ case "${1:-}" in
     # Interpreters first: a missing one fails before anything is installed or run.
     py_newest=$(find_python "$NEWEST_PY" "${TF_PATCHES_NEWEST_PYTHON:-}")
     py_oldest=$(find_python "$OLDEST_PY" "${TF_PATCHES_OLDEST_PYTHON:-}")
-    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
+    newest_venv
     venv .venv-oldest "$OLDEST_TF"
     VENV_PYTHON="$py_newest" venv ".venv-py${NEWEST_PY/./}" "$NEWEST_TF"
     VENV_PYTHON="$py_oldest" venv ".venv-py${OLDEST_PY/./}" none
@@ -215,7 +223,7 @@ case "${1:-}" in
     fi
     ;;
   bench)
-    venv .venv "$NEWEST_TF" "${NEWEST_EXTRAS[@]}"
+    newest_venv
     venv .venv-oldest "$OLDEST_TF"
     shift
     bench show "$@"
