@@ -316,10 +316,13 @@ def test_environment_of_the_command(tmp_path, options, expected):
 
 
 # -- the bootstrap -----------------------------------------------------------------------------
-def test_bootstrap_imports_nothing_more_without_the_variable():
+@pytest.mark.parametrize("blank", [None, "  "], ids=["unset", "blank"])
+def test_bootstrap_imports_nothing_more_without_the_variable(blank):
     code = "import sys; print('tf_patches.diagnosis.sampler' in sys.modules, 'tf_patches.autoapply.bootstrap' in sys.modules)"
-    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60,
-                          env=fresh_env({"PYTHONPATH": f"{BOOTSTRAP_DIRECTORY}{os.pathsep}{ROOT}"}))
+    variables = {"PYTHONPATH": f"{BOOTSTRAP_DIRECTORY}{os.pathsep}{ROOT}"}
+    if blank is not None:  # a blank value is unset, as for every TF_PATCHES_* variable
+        variables[diagnosis.DIRECTORY_VARIABLE] = blank
+    proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True, timeout=60, env=fresh_env(variables))
     assert proc.stdout.split() == ["False", "True"], proc.stderr  # the bootstrap ran, the diagnosis did not
 
 

@@ -332,7 +332,7 @@ def arm_from_environment() -> None:
     (called by the bootstrap at interpreter start; costs an import hook until TF is imported)."""
     global _armed
     directory = os.environ.get(DIRECTORY_VARIABLE)
-    if not directory or _armed is not None:
+    if not directory or not directory.strip() or _armed is not None:  # blank: unset, as every variable
         return
     try:
         interval = _interval(float(os.environ.get(INTERVAL_VARIABLE) or DEFAULT_INTERVAL))

@@ -90,5 +90,5 @@ def _arm_diagnosis() -> None:
 if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches.autoapply.bootstrap.sitecustomize
     _run_hidden_sitecustomize()
     _arm()
-    if os.environ.get(DIAGNOSE_VARIABLE):  # else nothing imported: start-up stays cheap
+    if os.environ.get(DIAGNOSE_VARIABLE, "").strip():  # else nothing imported: start-up stays cheap
         _arm_diagnosis()
