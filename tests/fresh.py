@@ -35,6 +35,16 @@ def fresh_env(env: Optional[Dict[str, Optional[str]]] = None) -> Dict[str, str]:
     return full_env
 
 
+def ctrl_c_works() -> None:
+    """``preexec_fn`` for a child a test sends Ctrl-C (SIGINT) to: SIGINT at its default, as a
+    program started from a terminal has it. A harness that started the suite as a background job
+    of a shell without job control (``cmd &`` in a script) made SIGINT ignored for everything
+    below it, and an ignored signal stays ignored across exec: such a child never sees Ctrl-C."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_fresh(code: str, env: Optional[Dict[str, Optional[str]]] = None, timeout: Optional[float] = 300) -> Any:
     """Run ``code`` with ``python -c`` in a fresh process; return ``json.loads`` of its last line.
 

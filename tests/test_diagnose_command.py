@@ -24,7 +24,7 @@ from tf_patches.diagnosis import sampler as diagnosis
 from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 from tf_patches.isolation import processes
 
-from .fresh import ROOT, fresh_env
+from .fresh import ROOT, ctrl_c_works, fresh_env
 from .test_isolation import live
 
 PYTHON = sys.executable
@@ -175,8 +175,8 @@ def test_plot_and_interim_reports(patched):
 # -- signals -----------------------------------------------------------------------------------
 def _started(args: List[str], env: Optional[Dict[str, Optional[str]]] = None) -> subprocess.Popen:
     # A session of its own: a signal to its group reaches neither pytest nor its terminal.
-    return subprocess.Popen(DIAGNOSE + args, env=fresh_env(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd=str(ROOT), start_new_session=True)
+    return subprocess.Popen(DIAGNOSE + args, env=fresh_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=str(ROOT), start_new_session=True, preexec_fn=ctrl_c_works)
 
 
 def _finish(proc: subprocess.Popen, timeout: float = 60):

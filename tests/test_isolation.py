@@ -37,7 +37,7 @@ from tf_patches.testing import rss_bytes
 
 from tf_patches.isolation.processes import GRACE_S
 
-from .fresh import ROOT, fresh_env, run_fresh
+from .fresh import ROOT, ctrl_c_works, fresh_env, run_fresh
 
 FOLDS = 5
 IN_PROCESS_MODELS = 10  # ≈5 MiB each on TF 2.21 (+50 MiB measured for 10): far above 3 × the bound
@@ -401,7 +401,7 @@ def test_a_signal_to_the_parent_ends_every_group_and_the_resource_tracker(tmp_pa
             "    tf_patches.map_isolated(start_group_and_sleep, sys.argv[1:], max_in_flight=2)\n")
     name, value = marker.split("=", 1)
     parent = subprocess.Popen([sys.executable, "-c", code, *paths], env=fresh_env({name: value}), cwd=str(ROOT),
-                              stderr=subprocess.PIPE, start_new_session=True)
+                              stderr=subprocess.PIPE, start_new_session=True, preexec_fn=ctrl_c_works)
     try:
         wait_for_files(paths)
         assert len(marked_processes(marker)) >= 6  # parent, tracker, 2 children, 2 grandchildren
