@@ -6,11 +6,11 @@ and tests/test_diagnose_command.py's. Needs no TensorFlow."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Sequence
 
 import pytest
 
-from tf_patches.diagnosis import advice, figures
+from tf_patches.diagnosis import figures
 from tf_patches.diagnosis.report import SCHEMA, DiagnosisReport
 from tf_patches.diagnosis.signatures import signature_of
 
@@ -153,6 +153,14 @@ def test_a_few_units_are_a_finding_with_what_a_loop_would_keep():
     assert report.leaks == [] and report.seen[0].count == 3
     assert report.seen[0].per_1000_bytes == pytest.approx(1000 * LAB, rel=0.001)
     assert "Seen 3 times" in str(report) and "a loop of 1,000 would keep ≈34.7 MiB" in str(report)
+
+
+def test_a_few_units_measured_here_keep_their_size_where_memory_did_not_grow():
+    # Three kept generators of 1 MiB each in a process whose RSS did not grow (the memory came from
+    # its free heap): the finding's size is theirs, not the growth shared out among them.
+    rows = [[t, 600 * MIB, min(t, 3)] for t in range(10)]
+    report = report_of(snapshot(rows, names=(GENERATOR,), retained={GENERATOR: MIB}))
+    assert report.seen[0].unit_bytes == MIB and "≈1.0 MiB each" in str(report)
 
 
 def test_sites_are_summed_over_processes_most_frequent_first():

@@ -171,7 +171,7 @@ class DiagnosisReport:
                                sum_sites(armed, name)))
         leaks.sort(key=lambda leak: -leak.explained_bytes)
         unexplained = growth - sum(leak.explained_bytes for leak in leaks)
-        verdict = _verdict(leaks, steady, growth)
+        verdict = _verdict(leaks, steady)
         if steady is not None:
             explained_rate = sum(leak.steady_bytes_per_s or 0.0 for leak in leaks)
             steady["unexplained_bytes_per_s"] = round(steady["rate_bytes_per_s"] - explained_rate, 1)
@@ -399,7 +399,7 @@ def _setup_and_steady(per_process: Sequence[ProcessFigures], start: float) -> Tu
     return setup, steady
 
 
-def _verdict(leaks: Sequence["Leak"], steady: Optional[Dict[str, Any]], growth: float) -> str:
+def _verdict(leaks: Sequence["Leak"], steady: Optional[Dict[str, Any]]) -> str:
     if steady is not None and steady["flat"]:
         return "flat"
     if leaks:
@@ -414,8 +414,8 @@ def _seen(signature: Signature, count: int, estimate: Optional[Dict[str, Any]], 
 
     spec = by_name(signature.patch)
     size = None
-    if estimate and estimate.get("kind") == "measured here" and estimate.get("count"):
-        size = estimate["explained"] / estimate["count"]
+    if estimate and estimate.get("kind") == "measured here":
+        size = estimate.get("size")  # the unit's own size: explained is capped by the growth
     if size is None:
         size = signature.unit_bytes(version)
     return Seen(patch=signature.patch, name=signature.name or signature.unit, count=count,
