@@ -20,6 +20,7 @@ from typing import List
 import pytest
 
 from tf_patches.diagnosis import command as diagnose_command
+from tf_patches.diagnosis.report import verification_text
 
 from .fresh import ROOT, fresh_env
 
@@ -182,7 +183,7 @@ def test_a_fix_run_that_cannot_start_is_said(monkeypatch):
     diagnose_command._verify(args, report, ["x"], 0, diagnose_command._Signals(), 1.0)
     assert report.verification["exit_status"] == 127 and report.verification["removed_bytes"] is None
     assert report.notes == ["not verified: the fix run could not start (exit status 127)"]
-    assert diagnose_command.verification_text(report.verification) == ""
+    assert verification_text(report.verification) == ""  # the report says nothing of a run never made
 
 
 def test_a_fix_run_without_tensorflow_compares_with_nothing(tmp_path, monkeypatch):

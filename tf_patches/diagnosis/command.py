@@ -449,7 +449,7 @@ def _verify(args: argparse.Namespace, report: Any, command: Sequence[str], retur
         growth_bytes=growth,
         removed_bytes=int(getattr(report, "growth_bytes", 0) or 0) - growth,
         rss_samples=[list(sample) for sample in data.get("rss_samples", [])],
-        steady=_steady_of(data),
+        steady=data.get("steady"),
         verdict=data.get("verdict"),
         leaks_left=[getattr(leak, "patch", None) for leak in getattr(rerun, "leaks", ())
                     if getattr(leak, "patch", None) in fixes],
@@ -476,14 +476,6 @@ def _verify(args: argparse.Namespace, report: Any, command: Sequence[str], retur
             _note(report, f"--verify run: {note}")
 
 
-def _steady_of(data: Dict[str, Any]) -> Any:
-    """The fix run's steady-state figures, under whichever key the report keeps them."""
-    for key in ("steady", "steady_state"):
-        if data.get(key) is not None:
-            return data[key]
-    return None
-
-
 def _rate(steady: Any) -> Optional[float]:
     rate = steady.get("rate_bytes_per_s") if isinstance(steady, dict) else None
     return float(rate) if isinstance(rate, (int, float)) else None
@@ -495,28 +487,10 @@ def _note(report: Any, text: str) -> None:
         notes.append(text)
 
 
-def verification_text(verification: Optional[Dict[str, Any]]) -> str:
-    """What ``--verify`` found, in words, for the end of the text report."""
-    if not verification or verification.get("growth_bytes") is None:
-        return ""
-    removed, growth = verification["removed_bytes"], verification["growth_bytes"]
-    first = removed + growth
-    share = f" ({removed / first:.0%} of the growth)" if first > 0 else ""
-    left = verification.get("leaks_left") or []
-    return (f"Verified (--verify): with {', '.join(verification['fixes'])} fixed, the command grew "
-            f"{_signed_mib(growth)} (unfixed: {_signed_mib(first)}): the fixes removed "
-            f"{_signed_mib(removed)}{share}. "
-            + (f"Still firing: {', '.join(left)}." if left else "No named leak fired again."))
-
-
 def _joined(command: Sequence[str]) -> str:
     import shlex
 
     return " ".join(shlex.quote(part) for part in command)
-
-
-def _signed_mib(value: float) -> str:
-    return f"{value / 2**20:+,.1f} MiB"
 
 
 def _say(message: str) -> None:
@@ -538,10 +512,7 @@ def _output(args: argparse.Namespace, report: Any) -> None:
     """The files first (--output, --plot), then the text to stderr and the JSON to stdout, where
     a reader gone (``2>&1 | head``) or a stream closed loses only what was for it. Each failure
     is said, not raised."""
-    data = report.to_dict()
-    verification = getattr(report, "verification", None)
-    if verification is not None and "verification" not in data:
-        data["verification"] = verification
+    data = report.to_dict()  # with "verification", the --verify run's figures
     if args.output is not None:
         try:
             with open(args.output, "w", encoding="utf-8") as out:
@@ -555,11 +526,7 @@ def _output(args: argparse.Namespace, report: Any) -> None:
             _say(f"plot written to {args.plot}")
         except Exception as exc:  # no matplotlib after all, an unwritable file
             _say(f"no plot: {exc}")
-    text = str(report)
-    verified = verification_text(verification)
-    if verified and "Verified (--verify)" not in text:  # unless the report says it itself
-        text += "\n" + verified
-    streams.write(sys.stderr, f"{text}\n")
+    streams.write(sys.stderr, f"{report}\n")  # the --verify line included
     if args.json and args.output is None:
         # On a line of its own: the command's last line may lack its newline ("progress 100%").
         streams.write(sys.stdout, f"\n{json.dumps(data)}\n")
