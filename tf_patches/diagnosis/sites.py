@@ -14,8 +14,7 @@ import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
 from ..core.frames import LIBRARY_PACKAGES, CodeClassifier, package_dirs
-
-Site = Tuple[str, int, str]
+from ..core.signature import Site
 AUTOGRAPH_FILE = "__autograph_generated_file"
 
 
