@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from ..core.signature import Signature
 from .advice import advise
-from .figures import (MIB, STEADY_RULE, ProcessFigures, UnitFit, flat_bound, format_size, process_figures,
+from .figures import (MIB, STEADY_RULE, ProcessFigures, UnitFit, flat_bound, format_size, line, process_figures,
                       settle_setup, sum_sites, unit_size, whole_run_fit)
 from .signatures import signature_of
 
@@ -187,7 +187,7 @@ class DiagnosisReport:
             rss_peak_bytes=peak,
             growth_bytes=int(growth),
             slope_bytes_per_s=round(sum(figures.steady_rate for figures in per_process), 1) if per_process
-            else _slope(series),
+            else round(line([t for t, _ in series], [rss for _, rss in series])[0], 1),
             leaks=leaks,
             unexplained_bytes=int(unexplained),
             below_floor=below,
@@ -503,19 +503,6 @@ def _summed(armed: Sequence[Dict[str, Any]], start: float) -> List[Tuple[float, 
         latest[index] = rss
         series.append((t - start, sum(latest.values())))
     return series
-
-
-def _slope(series: Sequence[Tuple[float, int]]) -> float:
-    """Least-squares bytes per second."""
-    if len(series) < 2:
-        return 0.0
-    n = len(series)
-    mean_t = sum(t for t, _ in series) / n
-    mean_r = sum(r for _, r in series) / n
-    spread = sum((t - mean_t) ** 2 for t, _ in series)
-    if spread <= 0:
-        return 0.0
-    return round(sum((t - mean_t) * (r - mean_r) for t, r in series) / spread, 1)
 
 
 def _unique_conditions(armed: Sequence[Dict[str, Any]]) -> List[Dict[str, str]]:
