@@ -84,12 +84,17 @@ def legacy_switch() -> bool:
     return os.environ.get("TF_USE_LEGACY_KERAS") in _LEGACY_SWITCH
 
 
+def _keras_is_separate(tf_version: Optional[str]) -> bool:
+    """Whether TF ``tf_version`` is 2.16 or later: ``tf.keras`` no longer bundled, chosen by TF's loader."""
+    release = parse_version(tf_version or "")
+    return release is not None and (release.major, release.minor) >= (2, 16)
+
+
 def keras_in_use(tf_version: Optional[str]) -> Tuple[str, Optional[str]]:
     """``(package, version)`` of the Keras that ``tf.keras`` resolves to on TF ``tf_version``,
     without importing it (version None: not installed). TF < 2.16 bundles the ``keras`` package;
     from 2.16 TF's loader takes ``tf_keras`` under the legacy switch, else ``keras``."""
-    release = parse_version(tf_version or "")
-    if release is not None and (release.major, release.minor) >= (2, 16) and legacy_switch():
+    if _keras_is_separate(tf_version) and legacy_switch():
         return "tf_keras", installed_distribution("tf_keras", _TF_KERAS_DISTRIBUTIONS)[1]
     return "keras", keras_version()
 
@@ -110,8 +115,7 @@ def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
                 "which has no TensorLikeDataAdapter and whose predict does not leak as TF 58676 did "
                 "(Keras 3.15.1 on TF 2.21: ≈1.1 MiB per 1,000 calls over 10,000; "
                 "docs/findings/keras_predict_loops.md); Keras 2 there is tf-keras with TF_USE_LEGACY_KERAS=1")
-    tf_release = parse_version(env.version or "")
-    if package == "keras" and tf_release is not None and (tf_release.major, tf_release.minor) >= (2, 16):
+    if package == "keras" and _keras_is_separate(env.version):
         return (f"TensorFlow {env.version} with the keras {version} package (Keras 2 without the "
                 "legacy switch): a pairing TF >= 2.16 does not ship, not measured")
     return None
