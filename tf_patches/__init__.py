@@ -24,6 +24,7 @@ _EXPORTS = {
     "ConfigWarning": "core.errors",
     "TfPatchesError": "core.errors",
     "AdvisoryWarning": "core.errors",
+    "ReproducibilityWarning": "core.errors",
     "run_isolated": "isolation.local",
     "map_isolated": "isolation.local",
     "fresh_graph": "isolation.local",

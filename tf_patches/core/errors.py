@@ -18,6 +18,11 @@ class AdvisoryWarning(TfPatchesWarning):
     """A known problem of this TensorFlow/Python combination that no patch fixes: the remedy."""
 
 
+class ReproducibilityWarning(TfPatchesWarning):
+    """A reproducibility trap sprang at the user's line: runs will differ (or repeat where they
+    should not); the message says what will happen and the fix."""
+
+
 class TfPatchesError(RuntimeError):
     """Raised in strict mode when a patch fails or a requested patch cannot apply."""
 

@@ -16,6 +16,7 @@ from .options import Option, core_options
 if TYPE_CHECKING:  # read from the patch modules; imported by those that declare them
     from .canary import Finding
     from .signature import Probe, Signature
+    from .traps import Trap
 
 PATCH_MODULES: Tuple[str, ...] = (
     "seed_kernel_cache",
@@ -53,6 +54,8 @@ class PatchSpec:
     probe: Optional[Callable[[], "Probe"]] = None
     # Its upstream canary, run by scripts/canary.py (core/canary.py).
     canary: Optional[Callable[[], "Finding"]] = None
+    # A reproducibility trap's declaration, read by `tf-patches repro` (core/traps.py).
+    trap: Optional["Trap"] = None
     # apply_all keywords under which it installs on a CPU machine where the defaults do not (an
     # opt-in asked for, the build it is for described with env=): for the lifecycle suite and the canary.
     # Not compared: a mapping has no hash, and a PatchSpec stays hashable.
@@ -73,6 +76,9 @@ class PatchSpec:
         signature = getattr(module, "SIGNATURE", None)
         if signature is not None:
             signature = dataclasses.replace(signature, patch=module.NAME)
+        trap = getattr(module, "TRAP", None)
+        if trap is not None:
+            trap = dataclasses.replace(trap, patch=module.NAME)
         return cls(
             name=module.NAME,
             title=module.TITLE,
@@ -86,6 +92,7 @@ class PatchSpec:
             signature=signature,
             probe=getattr(module, "PROBE", None),
             canary=getattr(module, "canary", None),
+            trap=trap,
             lifecycle_options=MappingProxyType(dict(getattr(module, "LIFECYCLE_OPTIONS", {}))),
             lifecycle_needs=tuple(getattr(module, "LIFECYCLE_NEEDS", ())),
         )

@@ -134,7 +134,7 @@ class Diagnosis:
         from ..core import registry
         from ..core.environment import complete
         from ..core.signature import EagerExecutions, Installer, Sites
-        from .sites import locator
+        from ..core.sites import locator
 
         env = engine._assumed_or_detected()
         if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it

@@ -1,4 +1,4 @@
-"""The user's line behind a probe's stack: what a signature's ``sites`` name.
+"""The user's line behind a stack: what a signature's ``sites`` and a trap's warning name.
 
 The user's frame is the first one, from the probe outwards, outside TensorFlow, Keras and
 tf-patches (:class:`tf_patches.core.frames.CodeClassifier`: code objects classified once). A
@@ -13,8 +13,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Dict, Optional, Tuple
 
-from ..core.frames import LIBRARY_PACKAGES, CodeClassifier, package_dirs
-from ..core.signature import Site
+from .frames import LIBRARY_PACKAGES, CodeClassifier, package_dirs
+from .signature import Site
 AUTOGRAPH_FILE = "__autograph_generated_file"
 
 
