@@ -1,4 +1,4 @@
-"""The layout (ARCHITECTURE.md): imports point one way, and the 0.2 paths still import.
+"""The layout (ARCHITECTURE.md): imports point one way.
 
 Every module of ``tf_patches`` is read with ``ast`` (nothing is imported to check it, and an
 import inside a function counts as much as one at the top; only ``if TYPE_CHECKING:`` blocks
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import sys
 import warnings
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Set
@@ -24,15 +23,6 @@ from .fresh import ROOT, run_fresh
 PACKAGE = "tf_patches"
 SOURCE = ROOT / PACKAGE
 TOOLS = ("autoapply", "diagnosis", "isolation", "testing", "demo", "cli")
-# 0.2 path -> the module it is now (tf_patches/<old>.py is a stub that aliases it until 0.4).
-MOVED = {
-    "engine": "core.engine", "registry": "core.registry", "context": "core.context", "gate": "core.gate",
-    "environment": "core.environment", "options": "core.options", "errors": "core.errors",
-    "reporting": "core.reporting", "importhook": "core.importhook", "frames": "core.frames",
-    "allocator": "autoapply.allocator", "diagnosis_report": "diagnosis.report",
-    "diagnose_command": "diagnosis.command", "signatures": "diagnosis.signatures",
-    "pytest_plugin": "testing.pytest_plugin",
-}
 
 
 def _modules() -> Dict[str, Path]:
@@ -201,30 +191,24 @@ def test_core_has_no_import_cycle():
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]  # the search finds one
 
 
-# -- the public surface of 0.2 ---------------------------------------------------------------------
-@pytest.mark.parametrize("old", sorted(MOVED))
-def test_a_02_path_imports_with_a_deprecation_warning_as_the_new_module(monkeypatch, old):
-    new = importlib.import_module(f"{PACKAGE}.{MOVED[old]}")
-    monkeypatch.delitem(sys.modules, f"{PACKAGE}.{old}", raising=False)  # imported afresh: it warns again
-    with pytest.warns(DeprecationWarning, match=f"{PACKAGE}.{old} moved to {PACKAGE}.{MOVED[old]}"):
-        module = importlib.import_module(f"{PACKAGE}.{old}")
-    assert module is new
-    assert sys.modules[f"{PACKAGE}.{old}"] is new
-
-
+# -- the public surface ------------------------------------------------------------------------
 def test_public_names_still_resolve():
     import tf_patches
     import tf_patches.ray
     import tf_patches.testing
-    from tf_patches import autoapply, diagnosis, isolation
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # none of these is a moved path
+        warnings.simplefilter("error", DeprecationWarning)
         assert tf_patches.ray is importlib.import_module("tf_patches.isolation.ray")
-        assert isolation.run_isolated is importlib.import_module("tf_patches.isolation.local").run_isolated
-        assert diagnosis.Diagnosis is importlib.import_module("tf_patches.diagnosis.sampler").Diagnosis
-        assert autoapply.command_environment is importlib.import_module("tf_patches.autoapply.run").command_environment
         assert tf_patches.testing.measure_growth is importlib.import_module("tf_patches.core.memory").measure_growth
+
+
+def test_the_02_aliases_are_gone():
+    """0.2.0 was never published; its module paths (and ``_moved.py``, which aliased them) went in 0.3."""
+    for old in ("engine", "registry", "context", "gate", "environment", "options", "errors", "reporting",
+                "importhook", "frames", "allocator", "diagnosis_report", "diagnose_command", "signatures",
+                "pytest_plugin", "_moved"):
+        assert f"{PACKAGE}.{old}" not in MODULES
 
 
 def test_importing_the_package_imports_neither_tensorflow_nor_packaging():
@@ -237,6 +221,6 @@ def test_importing_the_package_imports_neither_tensorflow_nor_packaging():
 
 
 def test_layers_are_named_from_the_tree():
-    names = ("core.engine", "patches._py_funcs", "diagnosis.sampler", "demo", "cli", "engine", "ray", "_moved")
+    names = ("core.engine", "patches._py_funcs", "diagnosis.sampler", "demo", "cli", "ray", "_version")
     assert [layer(f"{PACKAGE}.{name}") for name in names] == [
-        "core", "patches", "diagnosis", "demo", "cli", "package", "package", "package"]
+        "core", "patches", "diagnosis", "demo", "cli", "package", "package"]

@@ -7,9 +7,3 @@ evidence each process adds to its snapshot: :mod:`tf_patches.core.sites` (the us
 :mod:`.collection` (what garbage collections free), :mod:`.heap` (the allocator, in use and held),
 :mod:`.models` (Keras models built, ``clear_session`` calls).
 """
-
-from .._moved import forward
-
-__getattr__ = forward(__name__, "tf_patches.diagnosis.sampler",
-                      ("DIRECTORY_VARIABLE", "INTERVAL_VARIABLE", "DEFAULT_INTERVAL", "MAX_SAMPLES",
-                       "rss_bytes", "thin", "Diagnosis", "diagnose", "arm_from_environment"))
