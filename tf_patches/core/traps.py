@@ -149,3 +149,9 @@ def _write_event(event: Event) -> None:
 def _module_name(path: str) -> str:
     return os.path.splitext(os.path.basename(path))[0] or "<unknown>"
 
+
+
+# AutoGraph converts any non-TF function a traced function calls, into a generated file whose
+# lines map back to this module: its "user frame" would be traps.py. TF's own mark for code it must
+# call unconverted (autograph_artifact) keeps warn() as it is, so the user's line is found.
+warn.autograph_info__ = frozenset()  # type: ignore[attr-defined]
