@@ -25,9 +25,11 @@ PATCH_MODULES: Tuple[str, ...] = (
     "graph_growth_guard",
     "custom_gradient_registry",
     "from_generator_release",
+    "py_func_release",
     "v1_graph_seed",
     "eager_py_function",
     "keras2_predict_loop",
+    "keras3_predict_loop",
     "py311_eager_op_leak",
     "gpu_nondeterministic_ops",
 )

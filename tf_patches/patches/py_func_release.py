@@ -1,0 +1,247 @@
+"""py_function, numpy_function and py_func callbacks traced into a Dataset function or a
+tf.function are freed with what traced them, and so is everything they capture.
+
+TF issues 35084, 61344, 35010 (16 → 59 GB in three epochs of a ``py_function`` augmentation) and
+35822; fixed upstream in TF 2.22 by pull request 123530. ``script_ops._internal_py_func`` registers
+each callback weakly in ``script_ops._py_funcs`` and keeps its one strong reference in the
+*outermost* graph's ``_py_funcs_used_in_graph`` list. A callback registered while a ``Dataset.map``
+(filter, flat_map, interleave…) function or a ``tf.function`` is traced in eager mode goes to the
+global default graph, which is never destroyed: it lives for good with everything it captures,
+after the dataset or the function is gone. Measured (FINDINGS.md, ``benchmarks/``): a dataset
+rebuilt in a loop whose map's callback captures 1 MiB grows by 1,025–1,100 KiB per rebuild on TF
+2.12.1, 2.14 and 2.21.0 (320 of 320 callbacks alive after 300 rebuilds, with or without the other
+patches); the same for a ``tf.function`` made per call; 0 on tf-nightly 2.22. ``reset_default_graph()``
+and a collection free them (what Keras's ``clear_session`` does); ``script_ops.tape_cache`` stays
+empty, so the callbacks and their captures are the leak.
+
+The fix takes each callback registered while a function graph is being traced (eager outside
+functions) off the global graph and hands it to every function graph it was traced in, from the
+innermost (a nested ``tf.function``'s own concrete function, reusable on its own) to the outermost
+(the ``tf.function`` or the dataset function whose graph runs it, a ``tf.cond`` branch or a dataset
+built inside included). It lives as long as any of them: a dataset's graph is held by the dataset
+and what derives from it (its iterators, the datasets built on it), a ``tf.function``'s by its
+concrete functions, the backward function's by the forward one. TF's own code and ops run as
+before; only who holds the callback changes. Graph-mode and TF1 code are left to their graph,
+which frees its callbacks itself, and eager ``tf.py_function`` calls (traced into nothing) are
+``eager_py_function``'s. One case stock TF serves and this cannot: a dataset made inside a
+``tf.function`` and returned out of it, run after the function is gone (its callbacks went with
+the function's graph; TF says "Could not find callback").
+"""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+from ..core.canary import Finding
+from ..core.context import PatchContext, tf_module
+from ..core.gate import Gate
+from ..core.retained import deep_size
+from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
+from ._py_funcs import release_from_graph
+
+NAME = "py_func_release"
+TITLE = "Traced py_function callbacks are freed with their dataset or tf.function"
+ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35084"
+# Measured on 2.12.1, 2.14 and 2.21.0 (FINDINGS.md); 0 growth on tf-nightly 2.22.
+GATE = Gate(versions=">=2.12", fixed_in="2.22",
+            fixed_by="pull request 123530; measured fixed on tf-nightly-cpu 2.22")
+
+
+class _Tracing:
+    """Which graphs a py-func registered now is traced in, read with TF's own walk of
+    ``_internal_py_func`` (``FuncGraph.outer_graph``, TF1 ``_FuncGraph._outer_graph``)."""
+
+    def __init__(self) -> None:
+        self.ops = tf_module("python.framework.ops")
+        self.func_graph = tf_module("python.framework.func_graph").FuncGraph
+        self.defun_graph = tf_module("python.framework.function")._FuncGraph
+
+    def graphs(self) -> Tuple[List[Any], Any]:
+        """The function graphs being traced, innermost first, and the graph TF ties the callback
+        to; no function graphs where the callback does not go to the eager global graph."""
+        graph = self.ops.get_default_graph()
+        chain: List[Any] = []
+        while True:
+            if isinstance(graph, self.defun_graph):
+                outer = graph._outer_graph
+            elif isinstance(graph, self.func_graph):
+                outer = graph.outer_graph
+            else:
+                break
+            if outer is graph:
+                break
+            chain.append(graph)
+            graph = outer
+        # Tracing under a graph of the user's, or TF1 graph mode: that graph frees its callbacks.
+        if chain and not self.ops.executing_eagerly_outside_functions():
+            chain = []
+        return chain, graph
+
+
+def registered_callback(result: Any, registry: Any) -> Any:
+    """The callback behind the PyFunc / EagerPyFunc op that ``_internal_py_func`` returned (its
+    tensors, a composite of them, or the op itself where it has no outputs), found by the op's
+    ``token``; None where it cannot be read (then nothing is changed)."""
+    nest = tf_module("python.util.nest")
+    try:
+        parts = [result] if hasattr(result, "get_attr") else nest.flatten(result, expand_composites=True)
+        for part in parts:
+            op = part if hasattr(part, "get_attr") else getattr(part, "op", None)
+            if op is not None and op.type in ("PyFunc", "PyFuncStateless", "EagerPyFunc"):
+                token = op.get_attr("token")
+                return registry.get(token.decode() if isinstance(token, bytes) else token)
+    except Exception:  # an output we cannot read: TF's own tie stays, as in stock TF
+        return None
+    return None
+
+
+def _hand_over(graph: Any, callback: Any) -> None:
+    """Make ``graph`` hold ``callback`` strongly, in the list TF keeps on a graph for this."""
+    held = getattr(graph, "_py_funcs_used_in_graph", None)
+    if held is None:
+        held = graph._py_funcs_used_in_graph = []
+    held.append(callback)
+
+
+def install(ctx: PatchContext) -> str:
+    script_ops = tf_module("python.ops.script_ops")
+    tracing = _Tracing()
+    registry = script_ops._py_funcs
+    original = script_ops._internal_py_func
+
+    def _internal_py_func(*args, **kwargs):
+        if not ctx.active:
+            return original(*args, **kwargs)
+        chain, outer = tracing.graphs()
+        result = original(*args, **kwargs)
+        if chain:
+            callback = registered_callback(result, registry)
+            if callback is not None and release_from_graph(outer, callback):
+                for graph in chain:
+                    _hand_over(graph, callback)
+        return result
+
+    ctx.replace_attribute(script_ops, "_internal_py_func", _internal_py_func)
+    return ("py-func callbacks traced in eager mode live as long as the dataset or tf.function "
+            "graphs they were traced in, not the global graph")
+
+
+# --- diagnose: the live signature ---------------------------------------------------------------
+SIGNATURE = Signature(unit="traced py_function callbacks kept after their dataset or tf.function went",
+                      unit_bytes=by_minor({}, None), floor=4,
+                      fix="the callbacks are freed with the dataset or tf.function that traced them",
+                      name='a py_function callback (and what it captures) kept after its dataset or '
+                           'tf.function is gone',
+                      code_fix=('build the dataset or the tf.function once and reuse it (not one per epoch '
+                                'or call); keep what the callback captures small (pass data as tensors); '
+                                'or call `tf.keras.backend.clear_session()` between rebuilds'),
+                      upstream_fix='fixed in TensorFlow 2.22 (pull request 123530)')
+
+
+class KeptTracedCallbacks(Probe):
+    """Py-func callbacks registered while a function graph was traced in eager mode whose graphs
+    are all gone while the global graph still holds them (read from its
+    ``_py_funcs_used_in_graph`` list: garbage not collected yet is not counted, nor callbacks the
+    patch handed to their graphs)."""
+
+    def __init__(self) -> None:
+        # Per callback registered in tracing: its graphs, the callback, the graph TF tied it to.
+        self._traced: List[Tuple[List["weakref.ref[Any]"], "weakref.ref[Any]", "weakref.ref[Any]"]] = []
+        self._lock = threading.Lock()
+
+    def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        script_ops = tf_module("python.ops.script_ops")
+        tracing = _Tracing()
+        registry = script_ops._py_funcs
+        original = script_ops._internal_py_func
+        traced = self._traced
+        lock = self._lock
+
+        def _internal_py_func(*args: Any, **kwargs: Any) -> Any:
+            if not installer.active:
+                return original(*args, **kwargs)
+            chain, outer = tracing.graphs()
+            result = original(*args, **kwargs)
+            if chain:
+                callback = registered_callback(result, registry)
+                if callback is not None:
+                    self.sites.hit()  # where it is traced: what is kept when its graphs go
+                    try:
+                        entry = ([weakref.ref(graph) for graph in chain], weakref.ref(callback), weakref.ref(outer))
+                    except TypeError:
+                        return result
+                    with lock:
+                        traced.append(entry)
+            return result
+
+        _internal_py_func.__wrapped__ = original  # type: ignore[attr-defined]
+        installer.replace(script_ops, "_internal_py_func", _internal_py_func)
+
+    def _kept(self) -> List[Any]:
+        """The callbacks counted, and drops the entries done with (callback or outer graph gone)."""
+        with self._lock:
+            held: Dict[int, set] = {}  # id(outer graph) -> ids of the callbacks it holds
+            live, kept = [], []
+            for graphs, callback_ref, outer_ref in self._traced:
+                callback, outer = callback_ref(), outer_ref()
+                if callback is None or outer is None:
+                    continue
+                live.append((graphs, callback_ref, outer_ref))
+                if any(graph() is not None for graph in graphs):
+                    continue
+                ids = held.get(id(outer))
+                if ids is None:
+                    ids = held[id(outer)] = set(map(id, list(getattr(outer, "_py_funcs_used_in_graph", ()))))
+                if id(callback) in ids:
+                    kept.append(callback)
+            self._traced[:] = live
+            return kept
+
+    def count(self) -> int:
+        return len(self._kept())
+
+    def unit_bytes_here(self) -> Optional[float]:
+        """What one kept callback holds: the objects it reaches (what it captured), walked
+        together so that what they share counts once, per callback kept. A walk costs
+        milliseconds: done again only when the count changed, at most every 5 s."""
+        kept = self._kept()
+        now = time.monotonic()
+        cached = getattr(self, "_measured", None)
+        if cached is not None and (cached[0] == len(kept) or now - cached[1] < 5.0):
+            return cached[2]
+        size = deep_size(kept) / len(kept) if kept else None
+        self._measured = (len(kept), now, size)
+        return size
+
+
+PROBE = KeptTracedCallbacks
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    import tensorflow as tf
+
+    class Payload:
+        pass
+
+    def traced(payload: Payload) -> None:
+        """A dataset and a tf.function, each tracing a callback that captures ``payload``."""
+        dataset = tf.data.Dataset.range(2).map(lambda x: tf.py_function(lambda v: (payload, v)[1], [x], tf.int64))
+        list(dataset)
+        function = tf.function(lambda x: tf.numpy_function(lambda v: (payload, v)[1], [x], tf.float32))
+        function(tf.constant(1.0))
+
+    refs = []
+    for _ in range(3):
+        payload = Payload()
+        refs.append(weakref.ref(payload))
+        traced(payload)
+        del payload
+    gc.collect()
+    kept = sum(ref() is not None for ref in refs)
+    return Finding(kept > 0, f"{kept} of 3 py_function callbacks' captures kept after their dataset and "
+                             "tf.function were dropped")
