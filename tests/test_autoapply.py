@@ -12,12 +12,14 @@ import sysconfig
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Dict, List, Optional
+from types import SimpleNamespace
+from typing import Any, Dict, List, Optional
 
 import pytest
 
 from tf_patches.autoapply import allocator
 from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from tf_patches.core import options
 
 from .fresh import ROOT, fresh_env
 
@@ -253,6 +255,27 @@ def test_tf_patches_auto_pth_line_applies_at_start_only_when_switched_on(tmp_pat
     proc = _start_with_pth(tmp_path, value)
     assert proc.returncode == 0, proc.stderr
     assert ("has not run" not in proc.stdout) == applied, proc.stdout
+
+
+def test_the_pth_line_reads_tf_patches_auto_as_the_options_do(monkeypatch):
+    """The .pth line runs in every interpreter: a value that options.flag reads as false imports
+    nothing but os (issue 31: "0" is a non-empty string, and imported the package); a true or a bad
+    one goes on to the bootstrap (which warns about the bad one)."""
+    imported: List[str] = []
+    bootstrap = SimpleNamespace(activate_from_environment=lambda: imported.append("activated"))
+
+    def spy(name: str, *args: Any) -> Any:  # the line's own imports, seen and stood in for
+        imported.append(name)
+        return __import__(name, *args) if name == "os" else SimpleNamespace(autoapply=SimpleNamespace(bootstrap=bootstrap))
+
+    for value in [f" {word.upper()} " for word in options._TRUE + options._FALSE] + ["maybe", "", None]:
+        monkeypatch.delenv("TF_PATCHES_AUTO", raising=False)
+        if value is not None:
+            monkeypatch.setenv("TF_PATCHES_AUTO", value)
+        imported.clear()
+        exec(PTH.read_text(), {"__builtins__": {"__import__": spy}})
+        on = value is not None and value.strip().lower() not in options._FALSE + ("",)  # "" is unset
+        assert imported == (["os", "tf_patches.autoapply.bootstrap", "activated"] if on else ["os"]), value
 
 
 def test_tf_patches_auto_with_a_bad_value_warns_and_applies_nothing(tmp_path):

@@ -120,6 +120,32 @@ def test_tf_patches_auto_applies_the_patches_at_import_tensorflow(venv, auto):
         assert at_start == [False, False] and status == "skipped" and patched is False
 
 
+# What an interpreter imports at start-up with the bootstrap armed, over what `python -c pass` does
+# (issue 31: 0.3.0.dev0 imported typing, re, enum… in every interpreter of an auto-patched tree).
+BOOTSTRAP_MODULES = ["sitecustomize", "tf_patches", "tf_patches._version", "tf_patches.autoapply",
+                     "tf_patches.autoapply.bootstrap", "tf_patches.core", "tf_patches.core.importhook"]
+
+
+def test_the_bootstrap_imports_only_its_own_small_modules_at_start_up(venv):
+    """Whole fresh interpreters of the installed wheel: with the switch off (unset, empty, 0, off)
+    the .pth line imports nothing; armed (TF_PATCHES_AUTO=1, or `tf-patches run`'s PYTHONPATH) it
+    adds the bootstrap's own modules and nothing that plain Python does not import already."""
+    code = "import sys; print(' '.join(sorted(sys.modules)))"  # sys is built in: nothing imported to look
+
+    def started(env: Dict[str, Optional[str]]) -> List[str]:
+        return venv.run([venv.python, "-c", code], env).stdout.split()
+
+    plain = started({"TF_PATCHES_AUTO": None})
+    assert "typing" not in plain and "tf_patches" not in plain  # else this check would be blind
+    for off in ("", "0", "off", " False "):
+        assert started({"TF_PATCHES_AUTO": off}) == plain, off
+    folder = str(_purelib(venv) / "tf_patches" / "autoapply" / "bootstrap")
+    for armed in ({"TF_PATCHES_AUTO": "1"}, {"PYTHONPATH": folder}):
+        modules = started(armed)
+        assert [name for name in plain if name not in modules] == [], armed
+        assert sorted(set(modules) - set(plain)) == BOOTSTRAP_MODULES, armed
+
+
 def test_the_console_script_and_tf_patches_run(venv):
     script = str(venv.root / "bin" / "tf-patches")
     assert venv.run([script, "--version"]).stdout.split() == ["tf-patches", __version__]

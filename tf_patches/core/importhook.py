@@ -6,10 +6,9 @@ TensorFlow: it must cost next to nothing until they do. wrapt's import hooks cos
 start-up (wrapt 2.x imports asyncio); this finder costs two dict lookups per import.
 """
 
-from __future__ import annotations
-
 import sys
 import _thread  # not threading or typing: each costs a millisecond or more at start-up
+# Nor `from __future__ import annotations` (an import of its own): annotations are strings.
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
 
@@ -23,7 +22,7 @@ _after: "Dict[str, List[Callable[[ModuleType], None]]]" = {}
 _searching = _thread._local()  # names this thread is looking up through the other finders
 
 
-def before_import(names: Iterable[str], hook: Callable[[], None]) -> None:
+def before_import(names: "Iterable[str]", hook: "Callable[[], None]") -> None:
     """Call ``hook()`` once, when the first of ``names`` starts importing (before its code runs),
     or at once if one of them is imported already."""
     names = tuple(names)
@@ -53,7 +52,7 @@ def before_import(names: Iterable[str], hook: Callable[[], None]) -> None:
         once()
 
 
-def after_import(name: str, hook: Callable[[ModuleType], None]) -> None:
+def after_import(name: str, hook: "Callable[[ModuleType], None]") -> None:
     """Call ``hook(module)`` once ``name`` has finished importing, or at once if it is in
     ``sys.modules`` already (still initialising included, as wrapt does). An exception from the
     hook reaches the importer: a hook that must not break imports catches its own."""
@@ -66,7 +65,7 @@ def after_import(name: str, hook: Callable[[ModuleType], None]) -> None:
     hook(module)
 
 
-def cancel(name: str, hook: Callable[..., Any]) -> None:
+def cancel(name: str, hook: "Callable[..., Any]") -> None:
     """Forget a hook not yet run (wrapt cannot)."""
     with _lock:
         for table in (_before, _after):
@@ -84,7 +83,7 @@ class _Finder:
     """Finds nothing itself: runs the before-hooks, and where after-hooks wait, takes the spec
     the other finders give and chains its loader."""
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+    def find_spec(self, fullname: str, path: "Any" = None, target: "Any" = None) -> "Any":
         if fullname not in _before and fullname not in _after:
             return None
         searching = getattr(_searching, "names", None)
@@ -106,7 +105,7 @@ class _Finder:
         return None
 
 
-def _find_elsewhere(fullname: str, path: Any, target: Any) -> Any:
+def _find_elsewhere(fullname: str, path: "Any", target: "Any") -> "Any":
     names = getattr(_searching, "names", None)
     if names is None:
         names = _searching.names = set()
@@ -127,36 +126,36 @@ def _find_elsewhere(fullname: str, path: Any, target: Any) -> Any:
 class _ChainedLoader:
     """The real loader, then the after-hooks; the module keeps the real loader afterwards."""
 
-    def __init__(self, loader: Any, name: str):
+    def __init__(self, loader: "Any", name: str):
         self._loader = loader
         self._name = name
 
-    def __getattr__(self, attribute: str) -> Any:  # get_data, get_resource_reader, is_package…
+    def __getattr__(self, attribute: str) -> "Any":  # get_data, get_resource_reader, is_package…
         return getattr(self._loader, attribute)
 
-    def create_module(self, spec: Any) -> Optional[ModuleType]:
+    def create_module(self, spec: "Any") -> "Optional[ModuleType]":
         create = getattr(self._loader, "create_module", None)
         return create(spec) if create is not None else None
 
-    def exec_module(self, module: ModuleType) -> None:
+    def exec_module(self, module: "ModuleType") -> None:
         self._loader.exec_module(module)
         self._restore(module)
         self._run_hooks(module)
 
-    def load_module(self, fullname: str) -> ModuleType:  # loaders from before PEP 451
+    def load_module(self, fullname: str) -> "ModuleType":  # loaders from before PEP 451
         module = self._loader.load_module(fullname)
         self._restore(module)
         self._run_hooks(module)
         return module
 
-    def _restore(self, module: ModuleType) -> None:
+    def _restore(self, module: "ModuleType") -> None:
         if getattr(module, "__loader__", None) is self:
             module.__loader__ = self._loader
         spec = getattr(module, "__spec__", None)
         if spec is not None and spec.loader is self:
             spec.loader = self._loader
 
-    def _run_hooks(self, module: ModuleType) -> None:
+    def _run_hooks(self, module: "ModuleType") -> None:
         with _lock:
             hooks = _after.pop(self._name, [])
         for hook in hooks:

@@ -13,11 +13,11 @@ first ``tf_patches.report()``/``settings()``, whichever comes first. An interpre
 imports TensorFlow never loads the registry, ``packaging`` or the version detection.
 """
 
-from __future__ import annotations
-
 import os
 import sys
 import _thread  # not threading or typing: each costs a millisecond or more at start-up
+# No `from __future__ import annotations` either (it imports the __future__ module, which plain
+# Python does not): annotations are strings instead. tests/test_wheel.py checks the module set.
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
 
@@ -35,7 +35,7 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 
 _lock = _thread.allocate_lock()
-_deferred: Optional[Callable[[], None]] = None
+_deferred: "Optional[Callable[[], None]]" = None
 
 
 def activate_from_environment() -> None:
@@ -55,7 +55,7 @@ def activate_from_environment() -> None:
         sys.path.insert(0, DIRECTORY)
 
 
-def defer(apply: Callable[[], None]) -> None:
+def defer(apply: "Callable[[], None]") -> None:
     """Run ``apply()`` once: when a trigger starts importing, or from :func:`run_deferred`."""
     global _deferred
     from ...core import importhook

@@ -72,7 +72,7 @@ def _arm() -> None:
     try:
         from tf_patches.autoapply import bootstrap
 
-        bootstrap.arm()
+        bootstrap.defer(apply_from_environment)  # bootstrap.arm() would import this file a second time
     except Exception as exc:
         _warn("patches not armed at start-up, the program runs unpatched", exc)
 
