@@ -16,6 +16,8 @@ import sys
 REPORTED_VARIABLE = "TF_PATCHES_SITECUSTOMIZE_REPORTED"
 # Set by `tf-patches diagnose` (tf_patches.diagnosis.sampler.DIRECTORY_VARIABLE, not imported: start-up cost).
 DIAGNOSE_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"
+# Set by `tf-patches repro` (tf_patches.repro.evidence.VARIABLE, not imported: start-up cost).
+REPRO_VARIABLE = "TF_PATCHES_REPRO_DIR"
 hidden_failed = False  # read by `tf-patches run` when this bootstrap started its own interpreter
 
 
@@ -87,8 +89,20 @@ def _arm_diagnosis() -> None:
         _warn("diagnosis not armed, this process is not counted", exc)
 
 
+def _arm_repro() -> None:
+    """Under `tf-patches repro`: record this process's fingerprint and seeds at exit."""
+    try:
+        from tf_patches.repro import evidence
+
+        evidence.arm_from_environment()
+    except Exception as exc:
+        _warn("repro evidence not armed, this process is not recorded", exc)
+
+
 if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches.autoapply.bootstrap.sitecustomize
     _run_hidden_sitecustomize()
     _arm()
     if os.environ.get(DIAGNOSE_VARIABLE, "").strip():  # else nothing imported: start-up stays cheap
         _arm_diagnosis()
+    if os.environ.get(REPRO_VARIABLE, "").strip():
+        _arm_repro()

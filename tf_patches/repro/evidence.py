@@ -1,0 +1,128 @@
+"""What each Python process of a ``tf-patches repro`` run leaves behind, and reading it back.
+
+Under ``TF_PATCHES_REPRO_DIR`` (set by ``repro`` for every process of a run's tree), the bootstrap
+arms :func:`arm_from_environment` at interpreter start-up: at exit, the process writes
+``process-<pid>.json``: its command line, its parent, its reproducibility fingerprint (where it
+imported TensorFlow: :mod:`tf_patches.core.fingerprint`), and the seeds it used and where they came
+from (op_determinism's report row, the TF global seed, the seed variables). Its trap events are in
+``traps-<pid>.jsonl`` already (:mod:`tf_patches.core.traps` appends one line per trap as it
+springs, so a process that dies still leaves them).
+
+Arming costs nothing but an ``atexit`` registration: this module imports only the standard
+library at start-up, and the rest at exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import sys
+
+VARIABLE = "TF_PATCHES_REPRO_DIR"  # core.traps.REPRO_DIR_VARIABLE, not imported: start-up cost
+PROCESS_FILE = "process-{pid}.json"
+TRAPS_PREFIX, TRAPS_SUFFIX = "traps-", ".jsonl"  # core.traps.EVENTS_FILE
+SEED_VARIABLES = ("TF_PATCHES_SEED", "TF_PATCHES_DETERMINISTIC", "TF_PATCHES_SEEDED_BY", "PYTHONHASHSEED")
+_armed = False
+
+
+def arm_from_environment() -> None:
+    """At start-up, under ``tf-patches repro``: write this process's evidence at exit (and a
+    forked child's, under its own pid, at its exit)."""
+    global _armed
+    if _armed or not os.environ.get(VARIABLE, "").strip():
+        return
+    _armed = True
+    atexit.register(write)
+
+
+def write() -> None:
+    """This process's evidence, written whole (a temporary file replaced): never raises."""
+    directory = os.environ.get(VARIABLE, "").strip()
+    if not directory:
+        return
+    try:
+        import json
+
+        data = collect()
+        path = os.path.join(directory, PROCESS_FILE.format(pid=os.getpid()))
+        temporary = f"{path}.tmp"
+        with open(temporary, "w", encoding="utf-8") as out:
+            json.dump(data, out, default=str)
+        os.replace(temporary, path)
+    except Exception:  # the run's folder went away, a field unreadable: the program's exit comes first
+        pass
+
+
+def collect() -> dict:
+    """This process's evidence now: what ``write`` records."""
+    tensorflow = "tensorflow" in sys.modules
+    return {"pid": os.getpid(), "ppid": os.getppid(), "argv": list(sys.argv)[:20],
+            "tensorflow": tensorflow, "fingerprint": _fingerprint() if tensorflow else None,
+            "seeds": _seeds(tensorflow)}
+
+
+def _fingerprint() -> object:
+    try:
+        from ..core.fingerprint import fingerprint
+
+        return fingerprint()
+    except Exception as exc:  # not there (an older tf-patches in the tree), or failing
+        return {"unreadable": f"{type(exc).__name__}: {exc}"}
+
+
+def _seeds(tensorflow: bool) -> dict:
+    """The seeds this process used and where they came from."""
+    seeds: dict = {"variables": {name: os.environ[name] for name in SEED_VARIABLES if name in os.environ}}
+    engine = sys.modules.get("tf_patches.core.engine")
+    if engine is not None:  # applied in this process: op_determinism's row says which seed and why
+        try:
+            for row in engine._report().rows:
+                if row.name == "op_determinism":
+                    seeds["op_determinism"] = {"status": row.status, "reason": row.reason}
+        except Exception as exc:
+            seeds["op_determinism"] = {"status": "unknown", "reason": f"{type(exc).__name__}: {exc}"}
+    if tensorflow:
+        try:
+            from tensorflow.python.eager import context  # type: ignore
+            from tensorflow.python.framework import ops  # type: ignore
+
+            seeds["tf_global_seed"] = (getattr(context.context(), "_seed", None) if context.executing_eagerly()
+                                       else ops.get_default_graph().seed)
+        except Exception as exc:
+            seeds["tf_global_seed"] = f"unknown: {type(exc).__name__}"
+    return seeds
+
+
+# -- reading a run's folder back ----------------------------------------------------------------
+def read(directory: str) -> tuple:
+    """(the processes' evidence, oldest pid first; the trap events of all of them, oldest first)."""
+    import json
+
+    processes, events = [], []
+    try:
+        names = sorted(os.listdir(directory))
+    except OSError:
+        return [], []
+    for name in names:
+        path = os.path.join(directory, name)
+        if name.startswith("process-") and name.endswith(".json"):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    processes.append(json.load(handle))
+            except (OSError, ValueError):
+                continue
+        elif name.startswith(TRAPS_PREFIX) and name.endswith(TRAPS_SUFFIX):
+            try:
+                with open(path, encoding="utf-8") as handle:
+                    for line in handle:
+                        try:
+                            event = json.loads(line)
+                        except ValueError:  # a line torn by a kill
+                            continue
+                        if isinstance(event, dict) and event.get("trap"):
+                            events.append(event)
+            except OSError:
+                continue
+    processes.sort(key=lambda data: data.get("pid", 0) if isinstance(data, dict) else 0)
+    events.sort(key=lambda event: event.get("time") or 0)
+    return [data for data in processes if isinstance(data, dict)], events
