@@ -8,6 +8,7 @@ module (not TensorFlow, which each job imports itself) to find them.
 
 from __future__ import annotations
 
+import json
 import math
 import multiprocessing
 import os
@@ -434,3 +435,36 @@ def test_map_isolated_gives_each_item_its_own_seed(tf):
         assert f"derive_seed(3, 'map_isolated', {index}) for map_isolated items[{index}]" in reason
         assert values == draws_after(tf_patches.derive_seed(3, "map_isolated", index))
     assert items[0][1:] != items[1][1:]
+
+
+README_SEED_SCRIPT = """\
+import json, os, sys
+import tf_patches
+
+tf_patches.apply_all(deterministic=True, seed=5)  # at the top, as the README shows
+if os.environ.get("SEED_TEST_TF_AT_TOP"):
+    import tensorflow  # the patches install here, in the parent and in each child's re-import
+from tests.seeding import seeded_draws
+
+if __name__ == "__main__":
+    print(json.dumps(tf_patches.map_isolated(seeded_draws, [0, 1], max_in_flight=2, timeout=240)))
+"""
+
+
+@pytest.mark.parametrize("tf_at_top", [False, True], ids=["tf-imported-in-fn", "tf-imported-at-top"])
+def test_map_isolated_items_draw_with_their_own_seed_under_the_readmes_pattern(tf, tmp_path, tf_at_top):
+    """Issue 32 (5): each spawned child imports the script again, whose top-level apply_all(seed=5)
+    ran before the item's settings: every item drew with 5 (or one derived from its process
+    name) while its report claimed derive_seed(5, 'map_isolated', i)."""
+    from .seeding import draws_after
+
+    script = tmp_path / "train.py"
+    script.write_text(README_SEED_SCRIPT)
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=str(ROOT),
+                          env=fresh_env({"SEED_TEST_TF_AT_TOP": "1" if tf_at_top else None}))
+    assert done.returncode == 0, done.stderr[-3000:]
+    items = json.loads(done.stdout.strip().splitlines()[-1])
+    for index, (reason, *values) in enumerate(items):
+        derived = tf_patches.derive_seed(5, "map_isolated", index)
+        assert f"seed {derived} (derive_seed(5, 'map_isolated', {index}) for map_isolated items[{index}])" in reason
+        assert values == draws_after(derived), reason

@@ -369,3 +369,54 @@ def test_derive_seed_is_reproducible_distinct_and_checked():
                        ((True, 1), TypeError), ((1,), TypeError), ((1, 2.5), TypeError), ((1, None), TypeError)):
         with pytest.raises(error):
             derive(*bad)
+
+
+def test_a_malformed_or_foreign_seed_marker_is_ignored_never_a_failed_patch():
+    """Issue 32 (4): a marker with '²' (str.isdigit accepts it, int refuses it) or 5,000 digits
+    (int refuses more than 4,300) left op_determinism failed: no switch, no seeds. A
+    well-formed marker naming a process that is not this one's parent or ancestor (leaked into
+    an image or a CI step) re-seeded a top-level job. In one fresh process, on real TF: each is
+    ignored (one ConfigWarning for the malformed ones) and seed 7 is applied as asked."""
+    result = run_fresh("""
+        import json, os, warnings
+        import tensorflow as tf
+        import tf_patches
+        from tf_patches.core import seeds
+        rows = {}
+        foreign = os.getppid() + 100000  # a pid that is not among this process's ancestors
+        for name, marker in (("superscript", f"{os.getppid()}:²"), ("huge", "9" * 5000 + ":7"),
+                             ("huge seed", f"{os.getppid()}:{'7' * 5000}"), ("foreign", f"{foreign}:7"),
+                             ("parent", f"{os.getppid()}:7")):
+            os.environ[seeds.SEEDED_BY_VARIABLE] = marker
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                row = tf_patches.apply_all(deterministic=True, seed=7)["op_determinism"]
+            rows[name] = [row.status, row.reason, float(tf.random.uniform([])),
+                          [type(w.message).__name__ for w in caught if seeds.SEEDED_BY_VARIABLE in str(w.message)]]
+            tf_patches.revert_all()
+        print(json.dumps(rows))
+    """)
+    tf_patches.seed_everything(7)
+    import tensorflow as tf
+
+    seven = float(tf.random.uniform([]))
+    for name in ("superscript", "huge", "huge seed", "foreign"):
+        status, reason, draw, warned = result[name]
+        assert status == "applied" and "seed 7 for" in reason and draw == seven, (name, reason)
+        assert warned == ([] if name == "foreign" else ["ConfigWarning"]), (name, warned)
+    status, reason, draw, warned = result["parent"]  # the real parent's marker: trusted, a seed of its own
+    assert status == "applied" and "which started this one, was seeded with 7" in reason and draw != seven
+
+
+def test_derive_seed_and_seed_everything_take_numpy_integers_as_apply_all_does(tf, monkeypatch):
+    """Issue 32: apply_all(seed=np.int64(5)) worked, derive_seed and seed_everything refused it."""
+    import numpy as np
+
+    monkeypatch.delenv("TF_PATCHES_SEEDED_BY", raising=False)  # restored after
+
+    assert tf_patches.derive_seed(np.int64(5), np.int32(1), "fold") == tf_patches.derive_seed(5, 1, "fold")
+    assert tf_patches.seed_everything(np.uint32(3))[:3] == ["random", "NumPy", "TensorFlow"]
+    assert os.environ["TF_PATCHES_SEEDED_BY"].endswith(":3")
+    for bad in (np.float64(1.0), np.bool_(True), True):
+        with pytest.raises(TypeError):
+            tf_patches.derive_seed(bad, 1)

@@ -6,14 +6,22 @@ seeded with it again: the same seed there would repeat the parent's streams, the
 augmentation bug of data-loader workers. Such a child gets :func:`derive_seed` of the seed and its
 identity (:func:`process_identity`: multiprocessing's own, else its command line). Where
 tf-patches itself fans work out (``map_isolated``, ``tf_patches.ray.map_isolated``), it gives
-item *i* ``derive_seed(seed, caller, i)``. Each process's report says where its seed came from.
+item *i* ``derive_seed(seed, caller, i)``, which wins over any seed asked for in that process
+(the script a spawned item imports again may call ``apply_all(seed=...)`` at its top). Each
+process's report says where its seed came from.
+
+The marker is parsed strictly (ASCII digits, a length cap): a malformed one is ignored with one
+``ConfigWarning``, never a failed patch. It is trusted only where the pid it names is this
+process's parent or an ancestor (a shell or a fork server between them); one that leaked into
+an image or a CI step, naming some other process, is ignored.
 """
 
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
-from typing import Dict, Optional, Tuple
+from typing import Dict, NamedTuple, Optional, Set, Tuple
 
 MAX_SEED = 2**32 - 1  # NumPy's global generator takes no larger seed
 DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
@@ -23,8 +31,17 @@ SEEDED_BY_VARIABLE = "TF_PATCHES_SEEDED_BY"
 # Read once (and removed) at that process's apply_all(), so its own children do not inherit it.
 ORIGIN_VARIABLE = "TF_PATCHES_SEED_ORIGIN"
 _MAX_ORIGIN = 200  # characters of an origin kept for the report
+_MAX_DIGITS = 10  # a pid or a seed (at most 2**32 - 1): no longer number is read
 
-_assigned: Optional[str] = None
+
+class Assignment(NamedTuple):
+    """The seed a fan-out gave this process, and how it was derived (for the report)."""
+
+    seed: int
+    origin: str
+
+
+_assigned: Optional[Assignment] = None
 
 
 def derive_seed(seed: int, *identity: object) -> int:
@@ -37,29 +54,44 @@ def derive_seed(seed: int, *identity: object) -> int:
     ``worker_init_fn`` gives each worker its own streams; ``map_isolated`` gives item *i*
     ``derive_seed(seed, "map_isolated", i)`` itself.
     """
-    check_seed(seed)
+    seed = check_seed(seed)
     if not identity:
         raise TypeError("derive_seed() needs an identity: derive_seed(seed, worker_id)")
-    for part in identity:
-        if isinstance(part, bool) or not isinstance(part, (int, str)):
-            raise TypeError(f"an identity part must be an int or a str, got {type(part).__name__}")
-    text = repr((seed, *identity)).encode()  # ints and strs: the same repr everywhere
+    # ints and strs (a NumPy integer as its int): the same repr everywhere
+    parts = tuple(part if isinstance(part, str) else _whole(part, "an identity part must be an int or a str")
+                  for part in identity)
+    text = repr((seed, *parts)).encode()
     digest = hashlib.blake2b(text, digest_size=8, person=b"tf-patches-seed").digest()
     return int.from_bytes(digest, "little") % (MAX_SEED + 1)
 
 
-def check_seed(seed: object) -> None:
-    if isinstance(seed, bool) or not isinstance(seed, int):
-        raise TypeError(f"seed must be an int, got {type(seed).__name__}")
-    if not 0 <= seed <= MAX_SEED:
-        raise ValueError(f"seed must be from 0 to {MAX_SEED}, got {seed}")
+def check_seed(seed: object) -> int:
+    """``seed`` as an int (a NumPy integer too, as ``apply_all`` takes it); ``TypeError`` for
+    anything not a whole number, ``ValueError`` outside 0..``MAX_SEED``."""
+    value = _whole(seed, "seed must be an int")
+    if not 0 <= value <= MAX_SEED:
+        raise ValueError(f"seed must be from 0 to {MAX_SEED}, got {value}")
+    return value
+
+
+def _whole(value: object, problem: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{problem}, got bool")
+    try:
+        return int(operator.index(value))  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{problem}, got {type(value).__name__}") from None
 
 
 def item_variables(seed: int, caller: str, index: int) -> Dict[str, str]:
     """The variables that give item ``index`` of a fan-out its own seed, and say where it came from."""
-    derived = derive_seed(seed, caller, index)
-    return {"TF_PATCHES_SEED": str(derived),
-            ORIGIN_VARIABLE: f"derive_seed({seed}, {caller!r}, {index}) for {caller} items[{index}]"}
+    assignment = item_assignment(seed, caller, index)
+    return {"TF_PATCHES_SEED": str(assignment.seed), ORIGIN_VARIABLE: f"{assignment.seed}:{assignment.origin}"}
+
+
+def item_assignment(seed: int, caller: str, index: int) -> Assignment:
+    return Assignment(derive_seed(seed, caller, index),
+                      f"derive_seed({seed}, {caller!r}, {index}) for {caller} items[{index}]")
 
 
 def item_settings(settings: Dict[str, object], caller: str, index: int) -> Tuple[Dict[str, object], Dict[str, str]]:
@@ -73,22 +105,83 @@ def item_settings(settings: Dict[str, object], caller: str, index: int) -> Tuple
     return dict(settings, seed=int(variables["TF_PATCHES_SEED"])), variables
 
 
-def assigned() -> Optional[str]:
-    """How a fan-out derived this process's seed (read from its variable once, then kept), or None."""
+def assigned() -> Optional[Assignment]:
+    """The seed a fan-out gave this process and how it was derived (read from its variable once,
+    ``<seed>:<origin>``, then kept), or None. A malformed variable is ignored with a warning."""
     global _assigned
     text = os.environ.pop(ORIGIN_VARIABLE, None)
     if text is not None and text.strip():
-        _assigned = " ".join(text.split())[:_MAX_ORIGIN]
+        seed, _, origin = text.partition(":")
+        value = _decimal(seed)
+        if value is None or value > MAX_SEED or not origin.strip():
+            _ignore(ORIGIN_VARIABLE, text, "expected <seed>:<how it was derived>")
+        else:
+            _assigned = Assignment(value, " ".join(origin.split())[:_MAX_ORIGIN])
     return _assigned
 
 
 def seeded_parent() -> Optional[Tuple[int, int]]:
-    """(pid, seed) of the process that tf-patches seeded and that started this one, or None (this
-    process itself, no such process, or an unreadable variable)."""
-    pid, _, seed = os.environ.get(SEEDED_BY_VARIABLE, "").partition(":")
-    if not (pid.strip().isdigit() and seed.strip().isdigit()) or int(pid) == os.getpid():
+    """(pid, seed) of the process that tf-patches seeded and that started this one (its parent,
+    or an ancestor), or None: no marker, this process's own, one naming a process that is not
+    among its ancestors (leaked into an image, a CI step), or a malformed one (warned once)."""
+    text = os.environ.get(SEEDED_BY_VARIABLE)
+    if text is None or not text.strip():
         return None
-    return int(pid), int(seed)
+    parsed = _marker_fields(text)
+    if parsed is None:
+        _ignore(SEEDED_BY_VARIABLE, text, f"expected <pid>:<seed>, each at most {_MAX_DIGITS} digits "
+                                          f"(the seed at most {MAX_SEED})")
+        return None
+    pid, seed = parsed
+    if pid == os.getpid() or pid not in _ancestors():
+        return None
+    return pid, seed
+
+
+def own_seed() -> Optional[int]:
+    """The seed tf-patches seeded this very process with (its own marker), or None."""
+    parsed = _marker_fields(os.environ.get(SEEDED_BY_VARIABLE, ""))
+    return parsed[1] if parsed is not None and parsed[0] == os.getpid() else None
+
+
+def _marker_fields(text: str) -> Optional[Tuple[int, int]]:
+    pid, _, seed = text.partition(":")
+    pid_value, seed_value = _decimal(pid), _decimal(seed)
+    if pid_value is None or seed_value is None or seed_value > MAX_SEED:
+        return None
+    return pid_value, seed_value
+
+
+def _decimal(text: str) -> Optional[int]:
+    """A short run of ASCII digits as an int (``str.isdigit`` takes '²', which ``int`` refuses;
+    ``int`` refuses more than 4,300 digits too), else None."""
+    text = text.strip()
+    if not 0 < len(text) <= _MAX_DIGITS or not (text.isascii() and text.isdecimal()):
+        return None
+    return int(text)
+
+
+def _ignore(variable: str, value: str, problem: str) -> None:
+    from .options import warn_config  # here: options imports much; seeds is read by cheap paths
+
+    warn_config(variable, value, problem)
+
+
+def _ancestors() -> Set[int]:
+    """The pids above this process up to init, from ``/proc`` (Linux); elsewhere its parent."""
+    found: Set[int] = set()
+    pid = os.getppid()
+    while pid > 0 and pid not in found and len(found) < 256:
+        found.add(pid)
+        if pid == 1:
+            break
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                text = stat.read()
+            pid = int(text[text.rindex(b")") + 2:].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return found
 
 
 def process_identity() -> Tuple[object, ...]:

@@ -442,14 +442,19 @@ def _child(sender: Any, payload: bytes, settings: Optional[Dict[str, Any]], call
         pass
     try:
         if settings is not None:
-            from ..core.engine import apply_all
+            from ..core import engine
 
             if call.indexed:  # item i's own seed, not the parent's (issue 22)
                 from ..core import seeds
 
                 settings, variables = seeds.item_settings(settings, call.caller, call.index)
                 os.environ.update(variables)
-            apply_all(**settings)
+                seeds.assigned()  # read now: it wins over any seed asked for in this process
+            if engine.settings() not in (None, settings):
+                # The script, imported again as __mp_main__, applied at its top (the README's
+                # pattern) with the parent's seed: the item's settings replace it.
+                engine.revert_all()
+            engine.apply_all(**settings)
         fn, args, kwargs = pickle.loads(payload)
         outcome: Tuple[str, Any] = (_RESULT, fn(*args, **kwargs))
     except Exception as exc:

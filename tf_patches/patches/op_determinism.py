@@ -178,11 +178,12 @@ def _seed(options: Mapping[str, Any]) -> int:
 def seed_decision(options: Mapping[str, Any]) -> Tuple[int, str]:
     """(the seed for this process; where it came from, for the report). A process started by one
     that tf-patches seeded with the same seed gets a seed derived from its identity instead (the
-    same seed would repeat the parent's streams); a fan-out's item gets the seed derived for it."""
+    same seed would repeat the parent's streams); a fan-out's item gets the seed derived for it,
+    whatever seed this process asked for (its script, imported again, may ask for the parent's)."""
     seed = _seed(options)
-    origin = seeds.assigned()
-    if origin is not None:
-        return seed, f" ({origin})"
+    assignment = seeds.assigned()
+    if assignment is not None:
+        return assignment.seed, f" ({assignment.origin})"
     parent = seeds.seeded_parent()
     if parent is not None and parent[1] == seed:
         # Left unseeded, TF's random ops would raise under op determinism; seeded alike, it would
@@ -205,7 +206,7 @@ def seed_everything(seed: int) -> List[str]:
     seeded. For a worker of your own (``worker_init_fn``, a pool initializer), with a seed of its
     own: ``seed_everything(derive_seed(seed, worker_id))``. Processes this one starts then know it
     was seeded (``TF_PATCHES_SEEDED_BY``) and are not seeded with the same seed again."""
-    seeds.check_seed(seed)
+    seed = seeds.check_seed(seed)  # a NumPy integer too, as apply_all takes it
     seeded = _seed_streams(seed)
     torch = sys.modules.get("torch")
     if torch is not None:
