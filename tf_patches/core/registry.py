@@ -32,6 +32,8 @@ PATCH_MODULES: Tuple[str, ...] = (
     "keras3_predict_loop",
     "py311_eager_op_leak",
     "gpu_nondeterministic_ops",
+    "dataset_epoch_repeat",
+    "parallel_random_map",
 )
 
 

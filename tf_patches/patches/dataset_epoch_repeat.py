@@ -1,0 +1,311 @@
+"""The same augmentation every epoch: a ``tf.data`` function's seeded random ops repeat at every
+new iteration of the dataset.
+
+Under a global seed, ``Dataset.map(lambda x: tf.image.random_flip_left_right(x))`` (any
+``tf.random.*``, ``tf.image.random_*``, ``tf.nn.dropout`` in a map, filter, flat_map, interleave...
+function) traces stateful random ops whose ``seed``/``seed2`` attributes are fixed. Each iterator
+builds the function's kernels anew from those attributes, and Keras iterates a dataset anew each
+epoch: ``fit(ds, epochs=3)`` saw the same flips and noise in all three epochs on Keras 3.15, tf_keras
+2.21 and Keras 2.12 (shared/FINDINGS.md, "Today's stack"). Without a seed, each epoch differs; so
+``apply_all(deterministic=True)``, which sets the global seed, turns a varied run into one that
+repeats epoch 1's augmentation. Upstream: TF issues 44195, 35682, 35090, 29101, closed unchanged;
+TF's own ``map_test.py`` asserts the repetition. Not affected: one iterator over ``.repeat()``
+(``steps_per_epoch``), ``Dataset.shuffle`` (``reshuffle_each_iteration``), ``tf.random.Generator``
+and Keras 3 augmentation layers (state in a variable, which persists across iterations).
+
+An explicit op seed (``tf.random.uniform([], seed=5)``) repeats in exactly the same way, with or
+without a global seed (measured on 2.21): it is warned about too, since the user asked for
+repeatable runs, not for one epoch's values every epoch. Ops with neither seed (no global seed,
+no op seed) differ every iteration and are left alone.
+
+Detection (mode ``"warn"``, the default): when a dataset function is traced, its graph (and the
+functions it calls) is read once for stateful random ops with fixed seeds
+(``_dataset_functions``); when an eager iterator is created over a dataset, each such function it
+reads counts one iteration, and the second one warns, at the user's ``.map(`` (or ``filter(``...)
+line. Nothing runs per element.
+
+``"rerandomize"`` (opt-in: it changes numbers): while a dataset function is traced, the seeded
+``RandomUniform``, ``RandomStandardNormal``, ``TruncatedNormal``, ``RandomUniformInt`` and
+``RandomShuffle`` ops it creates are built as their stateless twins fed from a Philox state held in
+a variable (``RngReadAndSkip``: read and advance atomically, as ``tf.random.Generator`` does).
+Before iteration *k* of the dataset the state is set to ``[0, seed2, seed]`` for *k* = 1 (the
+stateful kernel's own start, so iteration 1 draws stock's values: for uniform, normal, truncated
+normal and uniform int bit for bit for every element, for shuffle the first call) and to
+``[0, seed2, key_k]`` with ``key_k`` derived from (seed, seed2, k) by BLAKE2b for *k* ≥ 2: a new
+stream per iteration that depends only on the op's seeds and *k*, the same in every run and process
+(as ``Dataset.random(rerandomize_each_iteration=True)`` draws a new seed pair per iteration). Other
+random ops (``tf.random.categorical``, ``gamma``, ``poisson``...) keep stock's kernels and are still
+warned about. Limits: an iteration inside a ``tf.function`` (``for x in ds`` traced once) does not
+reset the state (its draws continue the stream rather than restarting it); two iterators of one
+dataset alive at once share its state.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from ..core import traps
+from ..core.canary import Finding
+from ..core.context import PatchContext, tf_module
+from ..core.errors import ReproducibilityWarning, logger
+from ..core.gate import Gate
+from ..core.options import Option, choice
+from . import _dataset_functions as functions
+
+NAME = "dataset_epoch_repeat"
+TITLE = "tf.data random ops that repeat the same values at every new iteration (epoch)"
+ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35682"
+GATE = Gate(versions=">=2.0")  # measured on 2.12 and 2.21; closed upstream with no change
+MODES = ("warn", "rerandomize")
+OPTIONS = (
+    Option(NAME, "TF_PATCHES_DATASET_EPOCH_REPEAT", choice(*MODES), "warn",
+           "rerandomize: each new iteration (epoch) of a dataset whose map/filter/... function draws "
+           "seeded random numbers gets a new reproducible stream (iteration 1 keeps stock's values)."),
+)
+TRAP = traps.Trap(
+    explanation="a tf.data map (or filter, interleave...) function draws the same random numbers at "
+                "every new iteration of the dataset, so every epoch sees epoch 1's augmentation",
+    fix='apply_all(dataset_epoch_repeat="rerandomize"): a new reproducible stream each iteration; or '
+        "iterate once (.repeat() with steps_per_epoch), or draw from a tf.random.Generator",
+    run_flags=("--dataset-epoch-repeat", "rerandomize"),
+    apply_kwargs='dataset_epoch_repeat="rerandomize"',
+    too_repeatable=True,
+)
+LIFECYCLE_OPTIONS = {NAME: "rerandomize"}  # the defaults install it too; this also replaces the op wrappers
+
+PHILOX = 1  # RNG_ALG_PHILOX: the stateful kernels' algorithm
+# The stateful op wrappers rerandomize replaces: (gen_random_ops function, its stateless twin in
+# gen_stateless_random_ops_v2, the wrapper's parameters before seed/seed2/name, the stream's skip
+# per call in RngReadAndSkip units of 256 128-bit blocks ("elements": the stateful kernel reserves
+# 256 blocks per element; 1: RandomShuffle's few blocks rounded up)).
+_TWINS: Tuple[Tuple[str, str, Tuple[str, ...], str], ...] = (
+    ("random_uniform", "stateless_random_uniform_v2", ("shape", "dtype"), "elements"),
+    ("random_standard_normal", "stateless_random_normal_v2", ("shape", "dtype"), "elements"),
+    ("truncated_normal", "stateless_truncated_normal_v2", ("shape", "dtype"), "elements"),
+    ("random_uniform_int", "stateless_random_uniform_int_v2", ("shape", "minval", "maxval"), "elements"),
+    ("random_shuffle", "stateless_shuffle", ("value",), "one"),
+)
+
+
+class _Tracing(threading.local):
+    """The dataset functions being traced in this thread (innermost last): the streams each gets."""
+
+    def __init__(self) -> None:
+        self.streams: List[List["Stream"]] = []
+
+
+class Stream:
+    """One rerandomized op's Philox state: a variable [counter_low, counter_high, key]."""
+
+    __slots__ = ("variable", "seed", "seed2")
+
+    def __init__(self, variable: Any, seed: int, seed2: int):
+        self.variable, self.seed, self.seed2 = variable, seed, seed2
+
+    def state(self, iteration: int) -> List[int]:
+        key = self.seed if iteration <= 1 else iteration_key(self.seed, self.seed2, iteration)
+        return [0, self.seed2, key]
+
+
+def iteration_key(seed: int, seed2: int, iteration: int) -> int:
+    """Iteration ``iteration``'s Philox key: from the op's seeds and the iteration only (the same
+    in every process and Python: BLAKE2b of their decimal text), 63 bits (an int64 state word)."""
+    digest = hashlib.blake2b(f"{seed}:{seed2}:{iteration}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "little") >> 1
+
+
+class Iterations:
+    """Counts the iterations of each dataset function with seeded random ops, and acts on them:
+    warns at the second, and (rerandomize) sets each stream for the iteration."""
+
+    def __init__(self, patch: PatchContext, mode: str):
+        self._patch = patch
+        self._mode = mode
+        self._counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+        self.streams: "weakref.WeakKeyDictionary[Any, List[Stream]]" = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
+
+    def begin(self, dataset: Any, frame: Any) -> None:
+        """An eager iterator is about to be created over ``dataset``."""
+        seen = set()
+        for read in functions.datasets_read(dataset):
+            for wrapper in functions.functions_of(read):
+                if id(wrapper) in seen:
+                    continue
+                seen.add(id(wrapper))
+                streams = self.streams.get(wrapper)
+                draws = functions.draws_of(wrapper)
+                if draws is None and not streams:
+                    continue
+                with self._lock:
+                    count = self._counts[wrapper] = self._counts.get(wrapper, 0) + 1
+                if streams:
+                    for stream in streams:
+                        stream.variable.assign(stream.state(count))
+                if draws is not None and count >= 2:
+                    self._warn(draws, frame)
+
+    def _warn(self, draws: functions.SeededDraws, frame: Any) -> None:
+        what = f"the function {draws.function!r} passed to this dataset" if draws.function else \
+            "this dataset's function"
+        deterministic = bool(self._patch.options.get("deterministic"))
+        text = (f"{what} draws from stateful random ops with fixed seeds ({draws.describe()}); every "
+                "new iteration of the dataset (each epoch of Keras fit) rebuilds them from the same "
+                "seeds, so this iteration repeats the values of the first")
+        if deterministic:
+            text += (" (apply_all(deterministic=True) set the global seed: without it each epoch "
+                     "would differ)")
+        if self._mode == "rerandomize":
+            text += ('. dataset_epoch_repeat="rerandomize" rebuilds only tf.random.uniform, normal, '
+                     "truncated_normal, uniform int and shuffle traced after apply_all(): draw these "
+                     "from a tf.random.Generator, or use stateless ops seeded from Dataset.random("
+                     "rerandomize_each_iteration=True) zipped in")
+        else:
+            text += ('. Fix: apply_all(dataset_epoch_repeat="rerandomize") (or '
+                     "TF_PATCHES_DATASET_EPOCH_REPEAT=rerandomize) gives each iteration a new "
+                     "reproducible stream; or iterate once (.repeat() with steps_per_epoch), or draw "
+                     "from a tf.random.Generator")
+        site = draws.site or traps.user_site(frame)
+        traps.warn(NAME, text, site=site)
+
+
+def _elements(shape: Any, math_ops: Any, dtypes: Any, tensor_util: Any) -> Any:
+    """The number of elements of ``shape``: a Python int where it is known at trace time."""
+    static = tensor_util.constant_value(shape) if tensor_util.is_tensor(shape) else shape
+    if static is not None:
+        try:
+            count = 1
+            for size in (static.ravel().tolist() if hasattr(static, "ravel") else list(static)):
+                count *= int(size)
+            return count
+        except (TypeError, ValueError):
+            pass
+    return math_ops.cast(math_ops.reduce_prod(math_ops.cast(shape, dtypes.int64)), dtypes.uint64)
+
+
+def _rerandomized(original: Callable, twin: Callable, parameters: Tuple[str, ...], skip: str,
+                  tracing: _Tracing, patch: PatchContext) -> Callable:
+    """``original`` (a stateful op wrapper), drawing through ``twin`` from a per-op state variable
+    while a dataset function is traced with fixed seeds; stock's op everywhere else."""
+    ops = tf_module("python.framework.ops")
+    context = tf_module("python.eager.context")
+    dtypes = tf_module("python.framework.dtypes")
+    math_ops = tf_module("python.ops.math_ops")
+    array_ops = tf_module("python.ops.array_ops")
+    tensor_util = tf_module("python.framework.tensor_util")
+    resource_variable_ops = tf_module("python.ops.resource_variable_ops")
+    stateful = tf_module("python.ops.gen_stateful_random_ops")
+    def wrapper(*args, **kwargs):
+        if not tracing.streams or not patch.active:  # the hot path: not tracing a dataset function
+            return original(*args, **kwargs)
+        bound = dict(zip(parameters + ("seed", "seed2", "name"), args))
+        bound.update(kwargs)
+        seed, seed2 = int(bound.get("seed", 0) or 0), int(bound.get("seed2", 0) or 0)
+        if (seed, seed2) == (0, 0) or context.executing_eagerly():
+            return original(*args, **kwargs)
+        with ops.init_scope():
+            if not context.executing_eagerly():  # a TF1 graph: no eager variable to hold the state
+                return original(*args, **kwargs)
+            variable = resource_variable_ops.ResourceVariable(
+                [0, seed2, seed], dtype=dtypes.int64, trainable=False, name="tf_patches_epoch_stream")
+        tracing.streams[-1].append(Stream(variable, seed, seed2))
+        first = bound[parameters[0]]
+        delta = _elements(first, math_ops, dtypes, tensor_util) if skip == "elements" else 1
+        state = stateful.rng_read_and_skip(variable.handle, alg=PHILOX, delta=delta)
+        key = array_ops.bitcast(state[2:], dtypes.uint64)
+        counter = array_ops.bitcast(state[:2], dtypes.uint64)
+        rest = {name: bound[name] for name in parameters[1:] if name in bound}
+        return twin(first, key, counter, PHILOX, name=bound.get("name"), **rest)
+
+    return wrapper
+
+
+def _traced(original_init: Callable, iterations: Iterations, tracing: Optional[_Tracing],
+            patch: PatchContext) -> Callable:
+    """StructuredFunctionWrapper.__init__, remembering the traced function's seeded random ops
+    and the user's line that built it (and, rerandomizing, the streams made while tracing it)."""
+
+    def __init__(self, *args, **kwargs):
+        if not patch.active:
+            return original_init(self, *args, **kwargs)
+        site = traps.user_site(sys._getframe(1))
+        if tracing is None:
+            original_init(self, *args, **kwargs)
+        else:
+            tracing.streams.append([])
+            try:
+                original_init(self, *args, **kwargs)
+            finally:
+                made = tracing.streams.pop()
+            if made:
+                try:
+                    iterations.streams[self] = made
+                except TypeError:
+                    pass
+        functions.remember(self, site)
+
+    return __init__
+
+
+def _iterating(original_init: Callable, iterations: Iterations, context: Any, patch: PatchContext) -> Callable:
+    """OwnedIterator.__init__, counting the iteration first (eager iterators only: one inside a
+    tf.function is created at trace, and runs at every call)."""
+
+    def __init__(self, dataset=None, components=None, element_spec=None):
+        if patch.active and dataset is not None and context.executing_eagerly():
+            try:
+                iterations.begin(dataset, sys._getframe(1))
+            except ReproducibilityWarning:
+                raise  # the user's -W error
+            except Exception as exc:  # a walk that fails must not stop the iteration
+                logger.debug("tf-patches: %s: could not read the dataset: %s", NAME, exc)
+        return original_init(self, dataset=dataset, components=components, element_spec=element_spec)
+
+    return __init__
+
+
+def install(ctx: PatchContext) -> str:
+    structured_function = tf_module("python.data.ops.structured_function")
+    iterator_ops = tf_module("python.data.ops.iterator_ops")
+    context = tf_module("python.eager.context")
+    mode = ctx.options.get(NAME) or "warn"
+    iterations = Iterations(ctx, mode)
+    tracing = _Tracing() if mode == "rerandomize" else None
+    rebuilt: List[str] = []
+    if tracing is not None:
+        gen_random_ops = tf_module("python.ops.gen_random_ops")
+        stateless = tf_module("python.ops.gen_stateless_random_ops_v2")
+        for function, twin_name, parameters, skip in _TWINS:
+            original = getattr(gen_random_ops, function, None)
+            twin = getattr(stateless, twin_name, None)
+            if original is None or twin is None:  # an older TF without this twin: stock's op
+                continue
+            ctx.replace_attribute(gen_random_ops, function,
+                                  _rerandomized(original, twin, parameters, skip, tracing, ctx))
+            rebuilt.append(function)
+    wrapper_class = structured_function.StructuredFunctionWrapper
+    ctx.replace_attribute(wrapper_class, "__init__",
+                          _traced(wrapper_class.__init__, iterations, tracing, ctx))
+    ctx.replace_attribute(iterator_ops.OwnedIterator, "__init__",
+                          _iterating(iterator_ops.OwnedIterator.__init__, iterations, context, ctx))
+    if tracing is None:
+        return ("detecting: warns at the second iteration of a dataset whose function draws seeded "
+                "stateful random numbers (read at trace, counted at iterator creation)")
+    return (f"fixing (rerandomize): {', '.join(rebuilt)} in dataset functions traced from now on draw "
+            "a new reproducible stream at each iteration (iteration 1: stock's values); other "
+            "seeded random ops are warned about")
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    import tensorflow as tf
+
+    tf.random.set_seed(0)
+    dataset = tf.data.Dataset.range(4).map(lambda _: tf.random.uniform([]))
+    first, second = list(dataset.as_numpy_iterator()), list(dataset.as_numpy_iterator())
+    return Finding(first == second, "two iterations of a seeded random map "
+                   + ("drew the same values" if first == second else "differ"))
