@@ -14,6 +14,7 @@ _EXPORTS = {
     "get_original": "core.context",
     "is_patched": "core.context",
     "detect": "core.environment",
+    "fingerprint": "core.fingerprint",
     "Environment": "core.environment",
     "GPU": "core.environment",
     "Report": "core.reporting",

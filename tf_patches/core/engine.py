@@ -14,6 +14,7 @@ from . import registry
 from .context import PatchContext
 from .environment import Environment, complete, detect
 from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
+from .fingerprint import fingerprint
 from .options import Option, resolve, unset, warn_config
 from .registry import PatchSpec
 from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
@@ -304,7 +305,8 @@ def _report() -> Report:
         for spec in registry.specs():
             state = _states.get(spec.name) or _State()
             rows.append(Row(spec.name, spec.title, state.status, state.reason, spec.issue_url))
-        return Report(tuple(rows), _env)
+        env = _env
+    return Report(tuple(rows), env, fingerprint(env))  # outside the lock: it reads TF and files
 
 
 def environment_argument(env: Any) -> Optional[Environment]:

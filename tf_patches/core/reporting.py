@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Dict, Iterator, Optional, Tuple
 
 from .environment import Environment
+from .fingerprint import describe
 
 APPLIED = "applied"
 PENDING = "pending"
@@ -30,6 +31,8 @@ class Report:
 
     rows: Tuple[Row, ...]
     environment: Optional[Environment] = None
+    # What decides the numbers besides code and seeds (core.fingerprint), read when the report was made.
+    fingerprint: Optional[Dict[str, Any]] = None
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.rows)
@@ -50,6 +53,7 @@ class Report:
         return {
             "environment": self.environment.to_dict() if self.environment else None,
             "patches": [asdict(row) for row in self.rows],
+            "fingerprint": self.fingerprint,
         }
 
     def to_json(self, indent: Optional[int] = 2) -> str:
@@ -64,4 +68,7 @@ class Report:
             lines.append(self.environment.describe())
         for line in [header, *body]:
             lines.append(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {line[2]}")
+        if self.fingerprint:
+            lines.append("fingerprint (what decides the numbers besides code and seeds):")
+            lines.append(describe(self.fingerprint))
         return "\n".join(lines)

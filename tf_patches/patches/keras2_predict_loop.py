@@ -44,7 +44,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import numbers
-import os
 from types import ModuleType
 from typing import Any, Mapping, Optional, Tuple
 
@@ -52,6 +51,8 @@ from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment, installed_distribution
 from ..core.gate import Gate, parse_version
+from ..core.keras import KERAS_DISTRIBUTIONS, TF_KERAS_DISTRIBUTIONS, legacy_switch
+from ..core.keras import keras_is_separate as _keras_is_separate
 from ..core.memory import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
@@ -65,10 +66,8 @@ GATE = Gate(versions=">=2.6,!=2.15.*")
 # Where tf.keras's data adapters live, by package: Keras 2.13–2.15, then 2.6–2.12; tf-keras 2.16–2.21.
 _ADAPTER_MODULES = {"keras": ("keras.src.engine.data_adapter", "keras.engine.data_adapter"),
                     "tf_keras": ("tf_keras.src.engine.data_adapter",)}
-_KERAS_DISTRIBUTIONS = ("keras", "keras-nightly")
-_TF_KERAS_DISTRIBUTIONS = ("tf-keras", "tf-keras-nightly")
-# TF >= 2.16's tf.keras loader (tensorflow/python/util/lazy_loader.py) takes tf_keras for these values.
-_LEGACY_SWITCH = ("true", "True", "1")
+_KERAS_DISTRIBUTIONS = KERAS_DISTRIBUTIONS  # module names, so tests can narrow them
+_TF_KERAS_DISTRIBUTIONS = TF_KERAS_DISTRIBUTIONS
 _DEFAULT_BATCH_SIZE = 32  # TensorLikeDataAdapter's default when neither batch_size nor steps is given
 _ADAPTER_PARAMETERS = ("x", "y", "sample_weights", "sample_weight_modes", "batch_size", "epochs",
                        "steps", "shuffle")
@@ -77,17 +76,6 @@ _ADAPTER_PARAMETERS = ("x", "y", "sample_weights", "sample_weight_modes", "batch
 def keras_version() -> Optional[str]:
     """The installed ``keras`` package's version, without importing it; None if absent."""
     return installed_distribution("keras", _KERAS_DISTRIBUTIONS)[1]
-
-
-def legacy_switch() -> bool:
-    """Whether ``TF_USE_LEGACY_KERAS`` asks TF >= 2.16 for tf_keras, as TF's own loader reads it."""
-    return os.environ.get("TF_USE_LEGACY_KERAS") in _LEGACY_SWITCH
-
-
-def _keras_is_separate(tf_version: Optional[str]) -> bool:
-    """Whether TF ``tf_version`` is 2.16 or later: ``tf.keras`` no longer bundled, chosen by TF's loader."""
-    release = parse_version(tf_version or "")
-    return release is not None and (release.major, release.minor) >= (2, 16)
 
 
 def keras_in_use(tf_version: Optional[str]) -> Tuple[str, Optional[str]]:

@@ -72,13 +72,24 @@ class Difference:
 @dataclass(frozen=True)
 class Reproduction:
     """What :func:`check_reproducible` compared: the tensors of run 1, in order, and every
-    difference found in the later runs (empty when all runs were bit-identical)."""
+    difference found in the later runs (empty when all runs were bit-identical), with each
+    run's fingerprint (``tf_patches.fingerprint()`` once its target ran; ``{}`` if unread)."""
 
     target: str
     applied: str  # the apply_all() call each run made first
     runs: int
     names: Tuple[str, ...]
     differences: Tuple[Difference, ...]
+    fingerprints: Tuple[Dict[str, Any], ...] = ()
+
+    def fingerprint_differences(self) -> List[Tuple[int, str, Any, Any]]:
+        """``(run, field, value in run 1, value in that run)`` for each fingerprint field in
+        which a later run differs from run 1 (runs numbered from 1)."""
+        from ..core.fingerprint import differences
+
+        first = self.fingerprints[0] if self.fingerprints else {}
+        return [(run, *found) for run, other in enumerate(self.fingerprints[1:], start=2)
+                if first and other for found in differences(first, other)]
 
     @property
     def identical(self) -> bool:
@@ -95,8 +106,18 @@ class Reproduction:
         first = self.differences[0]
         differing = self.differing()
         same = [n for n in self.names if n not in differing]
-        return (f"{self.target} is not reproducible in {self.runs} runs with {self.applied}: {first.message}\n"
+        return (f"{self.target} is not reproducible in {self.runs} runs with {self.applied}: "
+                f"{self._fingerprint_text()}{first.message}\n"
                 f"differing: {', '.join(differing)}; identical: {', '.join(same) or 'none'}")
+
+    def _fingerprint_text(self) -> str:
+        """The runs' fingerprint differences first (the likely why), as a sentence; "" if none."""
+        from ..core.fingerprint import differences_text
+
+        found = self.fingerprint_differences()
+        texts = [differences_text([f[1:] for f in found if f[0] == run], "run 1", f"run {run}")
+                 for run in sorted({f[0] for f in found})]
+        return "".join(f"{text}.\n" for text in texts)
 
 
 def check_reproducible(target: Target, runs: int = 2, *, seed: int = 0,
@@ -143,11 +164,12 @@ def check_reproducible(target: Target, runs: int = 2, *, seed: int = 0,
             for future in [pool.submit(one, i) for i in range(runs)]:
                 future.result()
         results = [_load(path) for path in paths]
+        fingerprints = tuple(_load_fingerprint(path) for path in paths)
     differences = tuple(difference for run, other in enumerate(results[1:], start=2)
                         for difference in _compare(results[0], other, run))
     applied = "apply_all(" + ", ".join(f"{k}={v!r}" for k, v in spec["apply"].items()) + ")"
     return Reproduction(target=spec["label"], applied=applied, runs=runs, names=tuple(results[0]),
-                        differences=differences)
+                        differences=differences, fingerprints=fingerprints)
 
 
 def assert_reproducible(target: Target, runs: int = 2, **options: Any) -> Reproduction:
@@ -216,6 +238,17 @@ def _load(path: str) -> Dict[str, Any]:
 
     with np.load(path, allow_pickle=False) as data:
         return {name: data[name] for name in data.files}
+
+
+def _load_fingerprint(path: str) -> Dict[str, Any]:
+    from .reproduce import fingerprint_path
+
+    try:
+        with open(fingerprint_path(path), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def _compare(first: Mapping[str, Any], other: Mapping[str, Any], run: int) -> List[Difference]:

@@ -3,7 +3,8 @@
 
 Applies the patches before anything else can import TensorFlow (the determinism switches are
 read once, at TF's first op), runs the target, and writes every array it produced, by name and
-in order, to ``OUT.npz`` for the parent to compare.
+in order, to ``OUT.npz`` for the parent to compare, and the run's fingerprint (what decides its
+numbers besides code and seeds, read once the target ran) beside it (:func:`fingerprint_path`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import zipfile
 from typing import Any, Dict, Iterator, List, Tuple
 
 from ..core.engine import apply_all, report
+from ..core.fingerprint import fingerprint
 
 Named = Iterator[Tuple[str, Any]]
 
@@ -44,7 +46,14 @@ def main(argv: List[str]) -> int:
     if spec["apply"]["deterministic"] and row.status == "failed":  # the runs would prove nothing
         raise RuntimeError(f"tf-patches could not make this run deterministic: {row.reason}")
     _save(out, arrays)
+    with open(fingerprint_path(out), "w", encoding="utf-8") as handle:
+        json.dump(fingerprint(), handle)
     return 0
+
+
+def fingerprint_path(out: str) -> str:
+    """Where the run writing ``out`` leaves its fingerprint (JSON)."""
+    return os.path.splitext(out)[0] + ".fingerprint.json"
 
 
 def _run_script(path: str, args: List[str]) -> Dict[str, Any]:
