@@ -46,7 +46,7 @@ def _report(args: argparse.Namespace) -> int:
 
 # Sub-command name -> module (kept out of this file so each feature stays in its own module).
 COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply.run", "demo": "tf_patches.demo",
-                            "diagnose": "tf_patches.diagnosis.command"}
+                            "diagnose": "tf_patches.diagnosis.command", "repro": "tf_patches.repro.command"}
 
 
 def main(argv: Optional[List[str]] = None) -> int:
