@@ -22,7 +22,7 @@ from .fresh import ROOT, run_fresh
 
 PACKAGE = "tf_patches"
 SOURCE = ROOT / PACKAGE
-TOOLS = ("autoapply", "diagnosis", "isolation", "testing", "demo", "cli")
+TOOLS = ("autoapply", "diagnosis", "isolation", "repro", "testing", "demo", "cli")
 
 
 def _modules() -> Dict[str, Path]:
