@@ -8,6 +8,9 @@ script or function give bit-identical results in fresh processes?
 - :func:`check_reproducible` / :func:`assert_reproducible`: run a script or an importable
   function in fresh interpreters with ``tf_patches.apply_all(deterministic=True, seed=...)``
   applied first, and compare what they produce bit for bit.
+- :func:`repro` / :func:`assert_repeatable`: ``tf-patches repro`` as a function: run a command
+  several times as it is (patches applied as ``tf-patches run`` applies them), compare its output
+  and files, and say why runs differ (:mod:`tf_patches.repro`).
 
 Importing this module imports neither TensorFlow nor NumPy (the pytest plugin loads it in
 every test session); NumPy is loaded when results are compared.
@@ -30,7 +33,7 @@ from ..core.memory import Growth, Progress, checked_count, measure_growth, rss_b
 
 __all__ = ["DEFAULT_MAX_BYTES_PER_ITER", "Growth", "Progress", "measure_growth", "rss_bytes", "assert_no_leak",
            "Target", "Difference", "Reproduction", "check_reproducible", "assert_reproducible",
-           "child_environment"]
+           "child_environment", "repro", "assert_repeatable"]
 
 DEFAULT_MAX_BYTES_PER_ITER = 1024
 _MODULE_FUNCTION = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
@@ -178,6 +181,27 @@ def assert_reproducible(target: Target, runs: int = 2, **options: Any) -> Reprod
     result = check_reproducible(target, runs, **options)
     if not result.identical:
         raise AssertionError(result.summary())
+    return result
+
+
+def repro(command: Sequence[str], runs: int = 2, **options: Any) -> Any:
+    """``tf-patches repro`` as a function (:func:`tf_patches.repro.command.repro`): run
+    ``command`` ``runs`` times, each a fresh process tree, and return the report: ``.verdict``
+    (``"repeatable"``, ``"not repeatable"``, ``"not checked"`` when run 1 failed), ``.repeatable``,
+    ``.first_difference``, ``.causes`` (the traps, earliest first), ``.to_dict()`` (the ``--json``
+    schema). Keywords: ``compare``, ``compare_stderr``, ``ignore``, ``timeout``, ``keep``,
+    ``against``, ``verify``, ``options`` (``apply_all`` keywords for the runs)."""
+    from ..repro.command import repro as run_repro
+
+    return run_repro(command, runs, **options)
+
+
+def assert_repeatable(command: Sequence[str], runs: int = 2, **options: Any) -> Any:
+    """:func:`repro`, raising ``AssertionError`` with the report (the first difference, and why)
+    when the runs differ or run 1 failed."""
+    result = repro(command, runs, **options)
+    if not result.repeatable:
+        raise AssertionError(f"{' '.join(command)}: {result}")
     return result
 
 
