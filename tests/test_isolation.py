@@ -468,3 +468,93 @@ def test_map_isolated_items_draw_with_their_own_seed_under_the_readmes_pattern(t
         derived = tf_patches.derive_seed(5, "map_isolated", index)
         assert f"seed {derived} (derive_seed(5, 'map_isolated', {index}) for map_isolated items[{index}])" in reason
         assert values == draws_after(derived), reason
+
+
+def exit_with(status: int) -> None:
+    sys.exit(status)  # through the interpreter's whole shutdown: slower than os._exit
+
+
+class StrRaises(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("no str for you")
+
+
+class ReduceRaises(Exception):
+    def __reduce__(self):
+        raise RuntimeError("no pickle for you")
+
+
+class RebuildsAsAnInt(Exception):
+    def __reduce__(self):
+        return int, (7,)
+
+
+def raise_odd(kind: str) -> None:
+    raise {"str": StrRaises, "reduce": ReduceRaises, "int": RebuildsAsAnInt}[kind]("odd")
+
+
+def test_exit_statuses_are_reported_as_they_happened_and_odd_exceptions_come_back():
+    """Issue 32 (8, 9): the parent ended the child's group while sys.exit(5) was still on its way
+    out, and reported SIGTERM (10 of 10 runs); an exception whose __str__ or __reduce__ raises
+    did the same; one that unpickles as an int escaped as a bare AttributeError."""
+    for status in (5, 0, 5):
+        with pytest.raises(IsolatedCrash, match=f"exit_with ended without a result: .* exited with status {status}$") as caught:
+            run_isolated(exit_with, status)
+        assert caught.value.exitcode == status
+    with pytest.raises(IsolatedCrash, match=r"exit_with\(items\[0\]\) .* exited with status 5") as caught:
+        tf_patches.map_isolated(exit_with, [5])
+    assert caught.value.exitcode == 5
+    with pytest.raises(StrRaises) as raised:
+        run_isolated(raise_odd, "str")
+    assert isinstance(raised.value.__cause__, RemoteTraceback)
+    for kind, name in (("reduce", "ReduceRaises: odd"), ("int", "RebuildsAsAnInt: odd")):
+        with pytest.raises(IsolatedError, match=f"raised {name} \\(it cannot be rebuilt here\\)") as raised:
+            run_isolated(raise_odd, kind)
+        assert isinstance(raised.value.__cause__, RemoteTraceback) and "raise_odd" in raised.value.__cause__.text
+
+
+def fork_a_helper_and_return(path: str) -> int:
+    """A helper forked without exec (fork-based pools, DataLoader-style workers, a daemon): it
+    inherits every descriptor, multiprocessing's sentinel pipe included, and sleeps on."""
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(120)
+        os._exit(0)
+    Path(path).write_text(str(pid))
+    return pid
+
+
+def test_a_forked_helper_delays_nothing_and_goes_with_the_child(tmp_path):
+    """Issue 32 (6): the parent awaited the child's exit on multiprocessing's sentinel, a pipe
+    the helper holds: the call returned only after the 30 s exit grace."""
+    path = str(tmp_path / "helper")
+    started = time.monotonic()
+    helper = run_isolated(fork_a_helper_and_return, path)
+    assert time.monotonic() - started < 20  # the exit grace is 30 s
+    assert helper == int(Path(path).read_text()) and not live(helper)
+
+
+def ignore_sigterm_and_sleep(path: str) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # slow to honour SIGTERM: only SIGKILL ends it
+    Path(path + ".tmp").write_text(str(os.getpid()))
+    os.replace(path + ".tmp", path)
+    time.sleep(120)
+
+
+def map_stubborn_items(folder: str) -> None:
+    tf_patches.map_isolated(ignore_sigterm_and_sleep, [os.path.join(folder, f"inner{i}") for i in range(2)],
+                            max_in_flight=2)
+
+
+def test_a_nested_timeout_ends_the_inner_items_too(tmp_path):
+    """Issue 32 (7): each inner item leads its own session; the outer time-out's SIGKILL (after
+    its 2 s grace) came before the inner map_isolated's own, and the inner items ran on under
+    PID 1."""
+    paths = [str(tmp_path / f"inner{i}") for i in range(2)]
+    with pytest.raises(IsolatedTimeout, match=r"map_stubborn_items\(items\[0\]\) did not finish within 20 s"):
+        tf_patches.map_isolated(map_stubborn_items, [str(tmp_path)], timeout=20)
+    pids = [int(Path(path).read_text()) for path in paths]  # both started well within the 20 s
+    deadline = time.monotonic() + 5  # SIGKILLed: gone at once, but for the kernel's own pace
+    while any(map(live, pids)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in pids if live(pid)] == []

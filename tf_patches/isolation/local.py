@@ -32,7 +32,7 @@ import time
 import traceback
 import warnings
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
 
 from ..core.errors import TfPatchesWarning, brief
 from . import processes
@@ -235,11 +235,14 @@ class _Child:
         self.outcome: Optional[Tuple[str, Any]] = None  # (_RESULT | _RAISED | _UNREADABLE, ...)
         self.timed_out = self.stopped = self._killed = False
         self.wake_at = math.inf
+        self._exit_fd: Optional[int] = None  # readable once the child has exited (a pidfd)
+        self._groups: Set[int] = set()  # the groups ended with it: its own, and its descendants'
 
     def start(self) -> None:
         self.wake_at = math.inf if self.timeout is None else time.monotonic() + self.timeout
         self.process.start()
         self._sender.close()  # the child's copy is the only writer left: its death reads as end of file
+        self._exit_fd = _exit_fd(self.process.pid)
 
     @property
     def failed(self) -> bool:
@@ -255,15 +258,18 @@ class _Child:
         return self.outcome[1]
 
     def waitables(self) -> List[Any]:
+        # The child's exit is awaited by its process (a pidfd), not by multiprocessing's sentinel:
+        # that is a pipe, and a helper fn forked without exec holds it open until it exits.
+        exited = [] if self._exit_fd is None else [self._exit_fd]
         if self.phase is _Phase.RUNNING:
-            # The sentinel too: a grandchild holding the pipe open must not hide the child's death.
-            return [self.receiver, self.process.sentinel]
+            return [self.receiver, *exited]  # a grandchild holding the pipe open hides no death
         if self.phase is _Phase.EXITING:
-            return [self.process.sentinel]
-        return []  # ending: the group's other members have no sentinel to wait on (polled)
+            return exited
+        return []  # ending: the group's other members have no descriptor to wait on (polled)
 
     def next_wake(self) -> float:
-        return min(self.wake_at, time.monotonic() + _POLL_S) if self.phase is _Phase.ENDING else self.wake_at
+        polled = self.phase is _Phase.ENDING or (self._exit_fd is None and self.phase is not _Phase.DONE)
+        return min(self.wake_at, time.monotonic() + _POLL_S) if polled else self.wake_at
 
     def advance(self) -> None:
         """Take every step that is due now; never blocks (but to read a result being sent)."""
@@ -273,6 +279,8 @@ class _Child:
                 self.outcome = self._receive()
                 self.phase, self.wake_at = _Phase.EXITING, now + _EXIT_GRACE_S
             elif not self.process.is_alive():
+                if self.receiver.poll(0):  # sent just before it exited
+                    self.outcome = self._receive()
                 self.phase = _Phase.EXITING
             elif now >= self.wake_at:
                 self.timed_out = True
@@ -286,11 +294,14 @@ class _Child:
                 self._signal(signal.SIGKILL)
                 self._killed, self.wake_at = True, now + processes.SETTLE_S
 
-    def stop(self) -> None:
-        """End it now, for no failure of its own (another item failed, an interrupt)."""
+    def stop(self, interrupted: bool = False) -> None:
+        """End it now (another item failed, an interrupt). A child that ended without a result and
+        is on its way out (``sys.exit(5)``) is left to exit, within the exit grace, but for an
+        interrupt: its own exit status is what the error reports."""
         if self.process.pid is None:  # never started (an interrupt in start() before the fork)
             self.phase = _Phase.DONE
-        elif self.phase in (_Phase.RUNNING, _Phase.EXITING):
+        elif self.phase is _Phase.RUNNING or (self.phase is _Phase.EXITING
+                                              and (interrupted or self.outcome is not None)):
             self.stopped = True
             self._end(time.monotonic())
 
@@ -326,27 +337,45 @@ class _Child:
         self.phase, self.wake_at = _Phase.ENDING, now + processes.GRACE_S
 
     def _signal(self, number: int) -> None:
-        """Signal the child's process group; the child alone if it has not made its group yet."""
-        try:
-            os.killpg(self.process.pid, number)
-            return
-        except ProcessLookupError:
-            pass  # no such group: not made yet (or already gone)
-        except PermissionError:
-            return
-        if self.process.exitcode is None:  # not reaped: the pid is still this child's
+        """Signal the child's process group, and the groups its descendants made (a nested
+        ``map_isolated``'s items lead sessions of their own: ended with it, or orphaned when
+        its SIGKILL comes first); the child alone if it has not made its group yet."""
+        if self.process.exitcode is None:
+            self._groups |= processes.descendant_groups(self.process.pid)
+        self._groups.add(self.process.pid)
+        for group in self._groups:
             try:
-                os.kill(self.process.pid, number)
-            except OSError:
+                os.killpg(group, number)
+            except ProcessLookupError:  # no such group: gone (or, the child's own, not made yet)
+                if group == self.process.pid and self.process.exitcode is None:  # the pid is still its
+                    try:
+                        os.kill(self.process.pid, number)
+                    except OSError:
+                        pass
+            except PermissionError:
                 pass
 
     def _group_alive(self) -> bool:
-        return self.process.exitcode is None or processes.group_alive(self.process.pid)
+        return self.process.exitcode is None or processes.any_group_alive(self._groups or {self.process.pid})
 
     def _done(self) -> None:
-        self.process.join(processes.SETTLE_S)  # dead or killed: at once, but for a process stuck in the kernel
+        deadline = time.monotonic() + processes.SETTLE_S  # dead or killed: at once, but when stuck in the kernel
+        while self.process.exitcode is None and time.monotonic() < deadline:  # not join(): a sentinel
+            time.sleep(0.01)
+        if self._exit_fd is not None:
+            os.close(self._exit_fd)
+            self._exit_fd = None
         self.receiver.close()
         self.phase = _Phase.DONE
+
+
+def _exit_fd(pid: int) -> Optional[int]:
+    """A descriptor that is readable once ``pid`` has exited (Linux ≥ 5.3, Python ≥ 3.9), else
+    None: the exit is then polled."""
+    try:
+        return os.pidfd_open(pid)  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        return None
 
 
 def _wait_for_any(children: Sequence[_Child]) -> None:
@@ -365,7 +394,7 @@ def _end_all(children: Sequence[_Child]) -> None:
     while True:
         try:
             for child in children:
-                child.stop()  # again after an interrupt: each is stopped once
+                child.stop(interrupted is not None)  # again after an interrupt: each is stopped once
             left = [child for child in children if child.phase is not _Phase.DONE]
             if not left:
                 break
@@ -471,13 +500,21 @@ def _child(sender: Any, payload: bytes, settings: Optional[Dict[str, Any]], call
 
 
 def _describe_exception(exc: BaseException) -> Tuple[Optional[bytes], str, str]:
-    """(the pickled exception, or None where it does not pickle; ``Type: message``; traceback)."""
+    """(the pickled exception, or None where it does not pickle; ``Type: message``; traceback).
+    An exception whose ``__str__`` or ``__reduce__`` raises is described all the same."""
     try:
         pickled: Optional[bytes] = pickle.dumps(exc)
     except Exception:
         pickled = None
-    summary = f"{type(exc).__qualname__}: {exc}"
-    return pickled, summary, "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    try:
+        summary = f"{type(exc).__qualname__}: {exc}"
+    except Exception as problem:
+        summary = f"{type(exc).__qualname__} (its str() raised {type(problem).__name__})"
+    try:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:  # a traceback module older than 3.11 calls str(exc) unguarded in places
+        text = "".join(traceback.format_tb(exc.__traceback__)) + summary + "\n"
+    return pickled, summary, text
 
 
 def _rebuild(pickled: Optional[bytes], summary: str, remote_traceback: str, *,
@@ -491,12 +528,22 @@ def _rebuild(pickled: Optional[bytes], summary: str, remote_traceback: str, *,
             exc = pickle.loads(pickled)
         except Exception:
             exc = None
-    if exc is None:
-        exc = IsolatedError(f"{where} raised {summary} (it cannot be rebuilt here)")
-    exc.__cause__ = RemoteTraceback(remote_traceback, where)
-    if index is not None and hasattr(exc, "add_note"):
-        exc.add_note(f"tf-patches map_isolated: raised by items[{index}] (in {where})")
-    return exc
+    if not isinstance(exc, BaseException):  # a __reduce__ that rebuilds something else
+        exc = None
+    cause = RemoteTraceback(remote_traceback, where)
+    if exc is not None:
+        try:
+            exc.__cause__ = cause
+            if index is not None and hasattr(exc, "add_note"):
+                exc.add_note(f"tf-patches map_isolated: raised by items[{index}] (in {where})")
+            return exc
+        except Exception:  # an exception class that refuses a cause or a note
+            pass
+    error = IsolatedError(f"{where} raised {summary} (it cannot be rebuilt here)")
+    error.__cause__ = cause
+    if index is not None and hasattr(error, "add_note"):
+        error.add_note(f"tf-patches map_isolated: raised by items[{index}] (in {where})")
+    return error
 
 
 @contextmanager
