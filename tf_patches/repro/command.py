@@ -198,7 +198,9 @@ def _verify(report: reporting.ReproReport, args: argparse.Namespace, command: Se
 def exit_status(report: reporting.ReproReport) -> int:
     failed = next((run for run in report.runs if run.failed), None)
     if failed is not None:
-        return supervision.exit_like(failed.returncode) if (failed.returncode or 0) < 0 else failed.status
+        if failed.timed_out or (failed.returncode or 0) >= 0:
+            return failed.status
+        return supervision.exit_like(failed.returncode)  # a signal death: the same death here
     return EXIT_REPEATABLE if report.repeatable else EXIT_NOT_REPEATABLE
 
 

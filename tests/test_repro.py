@@ -1,0 +1,242 @@
+"""``tf-patches repro -- COMMAND`` and ``tf_patches.testing.repro``, in real subprocesses: the
+verdict and the first difference, output noise (progress bars, timings, PIDs, addresses, temporary
+paths) never read as a difference, ``--compare`` on NumPy files, the JSON schema, exit statuses,
+and on real TensorFlow the cause named (the missing seed; a trap with the user's line) and
+``--verify`` making a fixable program repeatable. Most programs are plain Python (≈0.1 s a run);
+6 TF processes in all (≈5-13 s each)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import List
+
+import pytest
+
+from tf_patches import testing
+from tf_patches.repro import masking
+
+from .fresh import fresh_env
+
+PYTHON = sys.executable
+REPRO = [PYTHON, "-m", "tf_patches", "repro"]
+
+# Python's random, unseeded: every run differs at line 2 (a plain program, no TF).
+UNSEEDED = """
+    import random
+    print("start")
+    print("value", random.random())
+"""
+
+# Seeded, but its output carries what varies from run to run whatever the program does: a
+# progress bar redrawn a timing-dependent number of times, durations, rates, dates, PIDs (its
+# own and a child's), memory addresses, temporary paths; it also reads stdin (closed: no hang).
+NOISY = r"""
+    import os, random, subprocess, sys, tempfile, time
+    random.seed(1)
+    sys.stdin.read()
+    start = time.perf_counter()
+    updates = int(time.time() * 1000) % 5 + 1  # a timing-dependent number of redraws
+    for step in range(1, updates + 1):
+        sys.stdout.write(f"\r{step}/{updates} [{'=' * step}] - ETA: {updates - step}s")
+    sys.stdout.write("\b" * 10 + f"\r8/8 [====] - {time.perf_counter() - start:.0f}s "
+                     f"{(time.perf_counter() - start) * 1000:.1f}ms/step - loss: {random.random():.4f}\n")
+    print("\x1b[1mEpoch 1/1\x1b[0m started", time.ctime(), "and", time.strftime("%Y-%m-%d %H:%M:%S"))
+    print("pid", os.getpid(), "object", object(), "scratch", tempfile.mkdtemp())
+    print("100%%|#####| 10/10 [00:01<00:00, %.2fit/s]" % (10 / (time.perf_counter() - start + 1e-9)))
+    print("took %.3f seconds" % (time.perf_counter() - start))
+    print(subprocess.run([sys.executable, "-c", "import os; print('child', os.getpid())"],
+                         capture_output=True, text=True).stdout.strip())
+    print("accuracy", random.random())
+"""
+
+# A .npy and a .npz whose element [3] / array "b"[1, 2] differ from run to run (or not: SEED set).
+ARRAYS = """
+    import os, random
+    import numpy as np
+    random.seed(int(os.environ["SEED"]) if os.environ.get("SEED") else None)
+    a = np.zeros(5, dtype=np.float32)
+    a[3] = random.random()
+    np.save("a.npy", a)
+    b = np.zeros((2, 3))
+    b[1, 2] = random.random()
+    np.savez("b.npz", a=np.arange(4), b=b)
+    print("saved")
+"""
+
+
+def _script(folder: Path, name: str, code: str) -> str:
+    path = folder / name
+    path.write_text(textwrap.dedent(code))
+    return str(path)
+
+
+def _repro(folder: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*REPRO, *args], cwd=folder, env=fresh_env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def _json(result: subprocess.CompletedProcess) -> dict:
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+# -- plain Python -----------------------------------------------------------------------------
+def test_unseeded_random_is_not_repeatable_with_the_first_differing_line(tmp_path: Path) -> None:
+    script = _script(tmp_path, "unseeded.py", UNSEEDED)
+    result = _repro(tmp_path, "--json", "--", PYTHON, script)
+    assert result.returncode == 1, result.stderr
+    data = _json(result)
+    assert data["schema"] == "tf-patches-repro/1"
+    assert data["verdict"] == "not repeatable"
+    difference = data["first_difference"]
+    assert difference["stream"] == "stdout" and difference["line"] == 2 and difference["run"] == 2
+    first, other = difference["values"]
+    assert first.startswith("value 0.") and other.startswith("value 0.") and first != other
+    assert [run["exit_status"] for run in data["runs"]] == [0, 0]
+    assert {"traps", "fingerprint", "seeds", "verification", "not_checked"} <= set(data)
+    assert f'not repeatable: first difference at stdout line 2 ("{first}" vs "{other}")' in result.stderr
+
+
+def test_noise_in_the_output_is_never_a_difference(tmp_path: Path) -> None:
+    script = _script(tmp_path, "noisy.py", NOISY)
+    report = testing.repro([PYTHON, script], runs=3)
+    assert report.verdict == "repeatable", str(report)
+    assert report.summary == "3 runs identical (stdout 7 lines)"
+    # Not a test that cannot fail: the lines do differ before masking.
+    runs = [masking.final_lines(run.stdout) for run in report.runs]
+    assert runs[0] != runs[1] or runs[1] != runs[2]
+    # The child's PID is masked because its process recorded its evidence too.
+    assert len(report.runs[0].processes) == 2
+
+
+def test_ignore_masks_what_the_user_names(tmp_path: Path) -> None:
+    script = _script(tmp_path, "ids.py", "import uuid\nprint('loss 0.5 run', uuid.uuid4().hex)\n")
+    assert testing.repro([PYTHON, script]).verdict == "not repeatable"
+    assert testing.repro([PYTHON, script], ignore=[r"run [0-9a-f]{32}"]).verdict == "repeatable"
+
+
+def test_compare_names_the_array_index_and_both_values(tmp_path: Path) -> None:
+    script = _script(tmp_path, "arrays.py", ARRAYS)
+    result = _repro(tmp_path, "--json", "--compare", "a.npy", "--compare", "b.npz", "--", PYTHON, script)
+    assert result.returncode == 1, result.stderr
+    difference = _json(result)["first_difference"]
+    assert (difference["stream"], difference["array"], difference["index"]) == ("a.npy", "array", [3])
+    assert all(value.startswith("0.") and "(bits 0x" in value for value in difference["values"])
+    assert difference["values"][0] != difference["values"][1]
+    # With only the .npz compared: array "b" at [1, 2] ("a", equal, comes first and is passed).
+    report = testing.repro([PYTHON, script], compare=["b.npz"])
+    assert (report.first_difference["array"], report.first_difference["index"]) == ("b", [1, 2])
+    seeded = subprocess.run([*REPRO, "--compare", "a.npy", "--compare", "b.npz", "--", PYTHON, script],
+                            cwd=tmp_path, env=fresh_env({"SEED": "3"}), capture_output=True, text=True)
+    assert seeded.returncode == 0, seeded.stderr
+    assert "repeatable: 2 runs identical (stdout 1 line, 2 files)" in seeded.stderr
+
+
+def test_a_file_left_over_from_run_1_is_not_run_2s(tmp_path: Path) -> None:
+    script = _script(tmp_path, "once.py", """
+        import os
+        import numpy as np
+        if not os.path.exists("out.npy"):
+            np.save("out.npy", np.arange(3))
+    """)
+    report = testing.repro([PYTHON, script], compare=["out.npy"])
+    assert report.verdict == "not repeatable"
+    assert "was not written by run 2" in report.first_difference["message"]
+    assert any("out.npy was not written by run 2" in note for note in report.notes)
+
+
+def test_exit_statuses_and_failed_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    touch = _script(tmp_path, "touch.py", f"open({str(marker)!r}, 'a').close()\n")
+    # Usage errors: 2, before any run.
+    for args in (["--"], ["--runs", "1", "--", PYTHON, touch], ["--ignore", "(", "--", PYTHON, touch],
+                 ["--output", str(tmp_path / "no" / "such.json"), "--", PYTHON, touch]):
+        result = _repro(tmp_path, *args)
+        assert result.returncode == 2, (args, result.stderr)
+    assert not marker.exists()
+    # A run that fails: its own status, and the report says which run and how.
+    fails = _script(tmp_path, "fails.py", "import sys\nprint('partial')\nsys.exit(3)\n")
+    result = _repro(tmp_path, "--json", "--", PYTHON, fails)
+    assert result.returncode == 3
+    data = _json(result)
+    assert data["verdict"] == "not checked" and [run["exit_status"] for run in data["runs"]] == [3]
+    assert "run 1 failed (exit status 3)" in result.stderr
+    # Fails in run 2 only: not repeatable, and run 2's status.
+    second = _script(tmp_path, "second.py", f"""
+        import os, sys
+        if os.path.exists({str(marker)!r}):
+            sys.exit(4)
+        open({str(marker)!r}, "a").close()
+    """)
+    result = _repro(tmp_path, "--", PYTHON, second)
+    assert result.returncode == 4
+    assert "run 1 ended with exit status 0, run 2 with exit status 4" in result.stderr
+    # A signal death: the same death here.
+    killed = _script(tmp_path, "killed.py", "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
+    result = _repro(tmp_path, "--", PYTHON, killed)
+    assert result.returncode == -signal.SIGTERM and "killed by SIGTERM" in result.stderr
+    # A run past --timeout: ended, 124.
+    sleeps = _script(tmp_path, "sleeps.py", "import time\ntime.sleep(60)\n")
+    result = _repro(tmp_path, "--timeout", "1", "--", PYTHON, sleeps, timeout=30)
+    assert result.returncode == 124 and "timed out after" in result.stderr
+    # Not found: 127, as tf-patches run.
+    assert _repro(tmp_path, "--", "no-such-command-here").returncode == 127
+
+
+def test_output_file_and_function_form_arguments(tmp_path: Path) -> None:
+    script = _script(tmp_path, "unseeded.py", UNSEEDED)
+    output = tmp_path / "report.json"
+    result = _repro(tmp_path, "--output", str(output), "--keep", str(tmp_path / "kept"), "--", PYTHON, script)
+    assert result.returncode == 1 and result.stdout == ""
+    assert json.loads(output.read_text())["verdict"] == "not repeatable"
+    assert (tmp_path / "kept" / "run-2" / "stdout").read_text().startswith("start\n")
+    with pytest.raises(TypeError):
+        testing.repro("python script.py")
+    with pytest.raises(ValueError):
+        testing.repro([PYTHON, script], runs=1)
+    with pytest.raises(TypeError):
+        testing.repro([PYTHON, script], options={"no_such_option": 1})
+    with pytest.raises(AssertionError, match="first difference at stdout line 2"):
+        testing.assert_repeatable([PYTHON, script])
+
+
+# -- real TensorFlow ----------------------------------------------------------------------------
+def test_unseeded_tf_program_names_the_missing_seed_and_its_fix(tmp_path: Path) -> None:
+    script = _script(tmp_path, "tf_unseeded.py", """
+        import tensorflow as tf
+        print("draw", tf.random.uniform([3]).numpy().tolist())
+    """)
+    report = testing.repro([PYTHON, script])
+    assert report.verdict == "not repeatable", str(report)
+    assert report.first_difference["line"] == 1
+    cause = report.causes[0]
+    assert cause.name == "op_determinism" and "--deterministic" in cause.run_flags
+    assert all(row["tf_global_seed"] is None for row in report.seeds)
+    assert report.fingerprint["values"]["tensorflow"]
+    assert "no seed was set" in str(report)
+
+
+def test_parallel_random_map_named_at_its_line_and_verify_makes_it_repeatable(tmp_path: Path) -> None:
+    script = _script(tmp_path, "tf_parallel.py", """
+        import tensorflow as tf
+        tf.random.set_seed(0)
+        ds = tf.data.Dataset.range(64).map(lambda x: tf.cast(x, tf.float32) + tf.random.uniform([]),
+                                           num_parallel_calls=4)
+        print("values", [round(float(v), 4) for v in ds])
+    """)
+    result = _repro(tmp_path, "--verify", "--json", "--", PYTHON, script)
+    assert result.returncode == 1, result.stderr
+    data = _json(result)
+    assert data["verdict"] == "not repeatable"
+    assert data["traps"][0]["name"] == "parallel_random_map"
+    assert data["traps"][0]["where"] == f"{script}:4"
+    assert data["seeds"][0]["tf_global_seed"] == 0
+    verification = data["verification"]
+    assert verification["verdict"] == "repeatable", verification
+    assert verification["command"][:3] == ["tf-patches", "run", "--deterministic"]
+    assert "--verify: tf-patches run --deterministic -- " in result.stderr
