@@ -205,15 +205,41 @@ def test_output_file_and_function_form_arguments(tmp_path: Path) -> None:
         testing.assert_repeatable([PYTHON, script])
 
 
+def test_a_too_repeatable_trap_is_a_warning_on_identical_runs(tmp_path: Path) -> None:
+    # The trap's event as its detector records it (core.traps.warn), without TF's 5 s import: the
+    # registry's TRAP says it makes runs repeat where they should not.
+    script = _script(tmp_path, "too_repeatable.py", """
+        from tf_patches.core import traps
+        traps.warn("dataset_epoch_repeat", "the same augmentation every epoch")
+        print("epoch 1 0.25")
+    """)
+    result = _repro(tmp_path, "--verify", "--json", "--", PYTHON, script)
+    assert result.returncode == 0, result.stderr
+    data = _json(result)
+    assert data["verdict"] == "repeatable"
+    assert [(trap["name"], trap["where"], trap["too_repeatable"]) for trap in data["traps"]] == [
+        ("dataset_epoch_repeat", f"{script}:3", True)]
+    assert "warning: the runs are identical, but:" in result.stderr
+    assert data["verification"]["command"][2:4] == ["--dataset-epoch-repeat", "rerandomize"]
+    assert data["verification"]["verdict"] == "repeatable"
+    # Nothing to verify where no cause has a fix tf-patches applies.
+    plain = testing.repro([PYTHON, _script(tmp_path, "unseeded.py", UNSEEDED)], verify=True)
+    assert plain.verification["verdict"] is None and "nothing to verify" in plain.verification["summary"]
+
+
 # -- real TensorFlow ----------------------------------------------------------------------------
 def test_unseeded_tf_program_names_the_missing_seed_and_its_fix(tmp_path: Path) -> None:
     script = _script(tmp_path, "tf_unseeded.py", """
         import tensorflow as tf
         print("draw", tf.random.uniform([3]).numpy().tolist())
     """)
-    report = testing.repro([PYTHON, script])
+    theirs = tmp_path / "theirs.json"  # another machine's report: oneDNN off there
+    theirs.write_text(json.dumps({"fingerprint": {"onednn": "another value", "tensorflow": "x"}}))
+    report = testing.repro([PYTHON, script], against=str(theirs))
     assert report.verdict == "not repeatable", str(report)
     assert report.first_difference["line"] == 1
+    against = report.fingerprint["against"]["differences"]
+    assert {"onednn", "tensorflow"} <= {difference["field"] for difference in against}
     cause = report.causes[0]
     assert cause.name == "op_determinism" and "--deterministic" in cause.run_flags
     assert all(row["tf_global_seed"] is None for row in report.seeds)
