@@ -121,6 +121,15 @@ def draws_of(wrapper: Any) -> Optional[SeededDraws]:
         return None
 
 
+def own_init(cls: type) -> Any:
+    """``cls``'s own ``__init__`` (AttributeError where it has none of its own: TF moved it, and
+    replacing an inherited one would change every class sharing it)."""
+    init = vars(cls).get("__init__")
+    if init is None:
+        raise AttributeError(f"{cls.__module__}.{cls.__qualname__} has no __init__ of its own")
+    return init
+
+
 def functions_of(dataset: Any) -> List[Any]:
     """The StructuredFunctionWrappers a dataset applies (its map, filter, interleave... function)."""
     try:

@@ -255,15 +255,18 @@ def _iterating(original_init: Callable, iterations: Iterations, context: Any, pa
     """OwnedIterator.__init__, counting the iteration first (eager iterators only: one inside a
     tf.function is created at trace, and runs at every call)."""
 
-    def __init__(self, dataset=None, components=None, element_spec=None):
-        if patch.active and dataset is not None and context.executing_eagerly():
+    def __init__(self, *args, **kwargs):
+        if not patch.active:
+            return original_init(self, *args, **kwargs)
+        dataset = args[0] if args else kwargs.get("dataset")
+        if dataset is not None and context.executing_eagerly():
             try:
                 iterations.begin(dataset, sys._getframe(1))
             except ReproducibilityWarning:
                 raise  # the user's -W error
             except Exception as exc:  # a walk that fails must not stop the iteration
                 logger.debug("tf-patches: %s: could not read the dataset: %s", NAME, exc)
-        return original_init(self, dataset=dataset, components=components, element_spec=element_spec)
+        return original_init(self, *args, **kwargs)
 
     return __init__
 
@@ -280,18 +283,18 @@ def install(ctx: PatchContext) -> str:
         gen_random_ops = tf_module("python.ops.gen_random_ops")
         stateless = tf_module("python.ops.gen_stateless_random_ops_v2")
         for function, twin_name, parameters, skip in _TWINS:
-            original = getattr(gen_random_ops, function, None)
+            original = getattr(gen_random_ops, function)  # in every TF 2.x: a moved one fails the row
             twin = getattr(stateless, twin_name, None)
-            if original is None or twin is None:  # an older TF without this twin: stock's op
+            if twin is None:  # an older TF without this twin: stock's op, warned about
                 continue
             ctx.replace_attribute(gen_random_ops, function,
                                   _rerandomized(original, twin, parameters, skip, tracing, ctx))
             rebuilt.append(function)
     wrapper_class = structured_function.StructuredFunctionWrapper
     ctx.replace_attribute(wrapper_class, "__init__",
-                          _traced(wrapper_class.__init__, iterations, tracing, ctx))
+                          _traced(functions.own_init(wrapper_class), iterations, tracing, ctx))
     ctx.replace_attribute(iterator_ops.OwnedIterator, "__init__",
-                          _iterating(iterator_ops.OwnedIterator.__init__, iterations, context, ctx))
+                          _iterating(functions.own_init(iterator_ops.OwnedIterator), iterations, context, ctx))
     if tracing is None:
         return ("detecting: warns at the second iteration of a dataset whose function draws seeded "
                 "stateful random numbers (read at trace, counted at iterator creation)")

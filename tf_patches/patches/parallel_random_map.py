@@ -76,9 +76,9 @@ def _built(original_init: Callable, config: Any, tensor_util: Any, patch: PatchC
     """_ParallelMapDataset.__init__, then the check (once per dataset built, never per element)."""
 
     def __init__(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
         if not patch.active:
-            return
+            return original_init(self, *args, **kwargs)
+        original_init(self, *args, **kwargs)
         try:
             calls = _calls(self, tensor_util)
             if calls == 1 or _op_determinism(config):
@@ -106,7 +106,7 @@ def install(ctx: PatchContext) -> str:
     config = tf_module("python.framework.config")
     tensor_util = tf_module("python.framework.tensor_util")
     parallel = map_op._ParallelMapDataset
-    ctx.replace_attribute(parallel, "__init__", _built(parallel.__init__, config, tensor_util, ctx))
+    ctx.replace_attribute(parallel, "__init__", _built(functions.own_init(parallel), config, tensor_util, ctx))
     return ("detecting: warns where a parallel map's function draws seeded stateful random numbers "
             "without op determinism (read when the map is built)")
 
