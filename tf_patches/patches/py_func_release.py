@@ -107,11 +107,30 @@ def _hand_over(graph: Any, callback: Any) -> None:
     held.append(callback)
 
 
+def _dataset_callbacks(dataset: Any, wrapper_type: type) -> List[Any]:
+    """The callbacks handed to the graphs of ``dataset``'s own functions: every
+    ``StructuredFunctionWrapper`` it holds (``_functions()`` misses some: from_generator's three,
+    group_by_window's window-size function)."""
+    callbacks: List[Any] = []
+    for value in list(vars(dataset).values()):
+        if isinstance(value, wrapper_type):
+            graph = getattr(getattr(value, "_function", None), "graph", None)
+            callbacks.extend(getattr(graph, "_py_funcs_used_in_graph", None) or ())
+    return callbacks
+
+
 def install(ctx: PatchContext) -> str:
     script_ops = tf_module("python.ops.script_ops")
+    dataset_ops = tf_module("python.data.ops.dataset_ops")
+    wrapper_type = tf_module("python.data.ops.structured_function").StructuredFunctionWrapper
+    eager_tensor = tf_module("python.framework.ops").EagerTensor
     tracing = _Tracing()
     registry = script_ops._py_funcs
     original = script_ops._internal_py_func
+    original_init = dataset_ops.DatasetV2.__init__
+    # Variant tensors (by id) whose finalizer keeps callbacks (EagerTensors are unhashable); an
+    # entry goes with its tensor, so an id is never read for another one.
+    carrying: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
 
     def _internal_py_func(*args, **kwargs):
         if not ctx.active:
@@ -125,9 +144,28 @@ def install(ctx: PatchContext) -> str:
                     _hand_over(graph, callback)
         return result
 
+    def __init__(self, *args, **kwargs):
+        original_init(self, *args, **kwargs)
+        variant = getattr(self, "_variant_tensor_attr", None)
+        if not ctx.active or not isinstance(variant, eager_tensor):
+            return
+        # A tf.function's capture, an iterator or a derived dataset may hold the variant tensor
+        # (which runs the functions) after this object and its graphs are gone: the callbacks,
+        # and the input datasets' variants (which keep theirs), stay until the variant dies.
+        kept: List[Any] = _dataset_callbacks(self, wrapper_type)
+        for dataset in self._inputs():
+            upstream = getattr(dataset, "_variant_tensor_attr", None)
+            if upstream is not None and carrying.get(id(upstream)) is upstream:
+                kept.append(upstream)
+        if kept:
+            carrying[id(variant)] = variant
+            weakref.finalize(variant, kept.clear).atexit = False
+
     ctx.replace_attribute(script_ops, "_internal_py_func", _internal_py_func)
+    ctx.replace_attribute(dataset_ops.DatasetV2, "__init__", __init__)
     return ("py-func callbacks traced in eager mode live as long as the dataset or tf.function "
-            "graphs they were traced in, not the global graph")
+            "graphs they were traced in (an eager dataset's, as long as its variant tensor), not the "
+            "global graph")
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
