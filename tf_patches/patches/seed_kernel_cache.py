@@ -296,54 +296,94 @@ def noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx:
 
 STATEFUL_OPS = frozenset(op for *_, op, _twin, _fn in TWINS) | frozenset(op for *_, op in TWINLESS)
 
-# The arguments of each twin-served op, as TF's generated wrapper takes them before
-# (seed, seed2, name): the first is the twin's first input too; then what follows key, counter
-# and alg in the fast-path call (inputs, and attributes as name/value pairs) and in the generated
-# twin function. One template builds every twin wrapper from these (TWIN_WRAPPER below).
-_TWIN_CALLS: Dict[str, Tuple[str, str, str, str]] = {
-    # op: (parameters, fast-path arguments after alg, twin function arguments after alg, the
-    # argument whose dtype is the kernel's (exact mode's kind))
-    "RandomUniform": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype", "dtype"),
-    "RandomStandardNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype", "dtype"),
-    "TruncatedNormal": ("shape, dtype", ', "dtype", dtype', ", dtype=dtype", "dtype"),
-    "RandomUniformInt": ("shape, minval, maxval", ", minval, maxval", ", minval, maxval", "minval"),
-    "RandomShuffle": ("value", "", "", "value"),  # the twin converts a non-tensor value as stock's op does
-}
-# Generated, not written out per op: the wrappers differ only in their arguments, and the hot
-# path must stay free of *args packing (a draw costs ≈20 µs; this adds well under 0.1 µs). The
-# pass-through comes first (reverted: exactly the original, for references user code kept).
-TWIN_WRAPPER = """
-def make(original, twin, twin_fn, take, tensors, execute, eager_tensor, patch):
-    def wrapper({params}, seed=0, seed2=0, name=None):
+# The wrappers of the twin-served ops, one per argument list of TF's generated op wrappers (before
+# seed, seed2, name). Each is written out, not generated: explicit parameters keep the hot path
+# free of *args packing (a draw costs ≈20 µs). The pass-through comes first (reverted: exactly
+# the original, for references user code kept); anything unusual in the twin's call falls back to
+# stock's op, with stock's errors. ``tensors`` takes the draw's first argument and the one whose
+# dtype is the kernel's in exact mode (:func:`exact_tensors`), and only the pair otherwise.
+
+
+def _shape_dtype_wrapper(original: Callable, twin: str, twin_fn: Callable, take: Callable, tensors: Callable,
+                         exact: bool, execute: Callable, eager_tensor: type, patch: PatchContext) -> Callable:
+    """RandomUniform, RandomStandardNormal, TruncatedNormal: ``(shape, dtype)``."""
+
+    def wrapper(shape, dtype, seed=0, seed2=0, name=None):
         if not patch.active:
-            return original({params}, seed, seed2, name)
+            return original(shape, dtype, seed, seed2, name)
         ctx = take(seed, seed2)
         if ctx is not None:
-            key, counter, alg = tensors(ctx, seed, seed2{exact})
+            key, counter, alg = tensors(ctx, seed, seed2, shape, dtype) if exact else tensors(ctx, seed, seed2)
             try:
-                if type({first}) is eager_tensor:  # TF's own callers: straight to the fast path
-                    return execute(ctx, twin, name, {first}, key, counter, alg{fast})
-                return twin_fn({first}, key, counter, alg{slow}, name=name)
-            except Exception:  # anything unusual: stock's op, with stock's errors
+                if type(shape) is eager_tensor:  # TF's own callers: straight to the fast path
+                    return execute(ctx, twin, name, shape, key, counter, alg, "dtype", dtype)
+                return twin_fn(shape, key, counter, alg, dtype=dtype, name=name)
+            except Exception:
                 pass
-        return original({params}, seed, seed2, name)
+        return original(shape, dtype, seed, seed2, name)
+
     return wrapper
-"""
+
+
+def _shape_bounds_wrapper(original: Callable, twin: str, twin_fn: Callable, take: Callable, tensors: Callable,
+                          exact: bool, execute: Callable, eager_tensor: type, patch: PatchContext) -> Callable:
+    """RandomUniformInt: ``(shape, minval, maxval)``; the kernel's dtype is minval's."""
+
+    def wrapper(shape, minval, maxval, seed=0, seed2=0, name=None):
+        if not patch.active:
+            return original(shape, minval, maxval, seed, seed2, name)
+        ctx = take(seed, seed2)
+        if ctx is not None:
+            key, counter, alg = tensors(ctx, seed, seed2, shape, minval) if exact else tensors(ctx, seed, seed2)
+            try:
+                if type(shape) is eager_tensor:
+                    return execute(ctx, twin, name, shape, key, counter, alg, minval, maxval)
+                return twin_fn(shape, key, counter, alg, minval, maxval, name=name)
+            except Exception:
+                pass
+        return original(shape, minval, maxval, seed, seed2, name)
+
+    return wrapper
+
+
+def _value_wrapper(original: Callable, twin: str, twin_fn: Callable, take: Callable, tensors: Callable,
+                   exact: bool, execute: Callable, eager_tensor: type, patch: PatchContext) -> Callable:
+    """RandomShuffle: ``(value)``; the twin converts a non-tensor value as stock's op does."""
+
+    def wrapper(value, seed=0, seed2=0, name=None):
+        if not patch.active:
+            return original(value, seed, seed2, name)
+        ctx = take(seed, seed2)
+        if ctx is not None:
+            key, counter, alg = tensors(ctx, seed, seed2, value, value) if exact else tensors(ctx, seed, seed2)
+            try:
+                if type(value) is eager_tensor:
+                    return execute(ctx, twin, name, value, key, counter, alg)
+                return twin_fn(value, key, counter, alg, name=name)
+            except Exception:
+                pass
+        return original(value, seed, seed2, name)
+
+    return wrapper
+
+
+_TWIN_WRAPPERS: Dict[str, Callable[..., Callable]] = {
+    "RandomUniform": _shape_dtype_wrapper,
+    "RandomStandardNormal": _shape_dtype_wrapper,
+    "TruncatedNormal": _shape_dtype_wrapper,
+    "RandomUniformInt": _shape_bounds_wrapper,
+    "RandomShuffle": _value_wrapper,
+}
 
 
 def twin_wrapper(op: str, original: Callable, twin: str, twin_fn: Callable, router: Router,
                  execute: Callable, patch: PatchContext, table: Optional[PairTable] = None) -> Callable:
     """The wrapper that serves ``op``'s fresh eager pairs through its stateless ``twin`` (counting
     each pair's draws in ``table``, in exact mode)."""
-    params, fast, slow, kind_source = _TWIN_CALLS[op]
-    first = params.split(",")[0]
-    exact = f", {first}, {kind_source}" if table is not None else ""
-    source = TWIN_WRAPPER.format(params=params, first=first, fast=fast, slow=slow, exact=exact)
-    namespace: Dict[str, Any] = {}
-    # Compiled under this file's name: frame classifiers count it as tf-patches' code, not the user's.
-    exec(compile(source, __file__, "exec"), namespace)
-    tensors = router.tensors if table is None else exact_tensors(router, table, op)
-    return namespace["make"](original, twin, twin_fn, router.take, tensors, execute, router.eager_tensor, patch)
+    exact = table is not None
+    tensors = exact_tensors(router, table, op) if exact else router.tensors
+    return _TWIN_WRAPPERS[op](original, twin, twin_fn, router.take, tensors, exact, execute,
+                              router.eager_tensor, patch)
 
 
 class KindSeeds:
