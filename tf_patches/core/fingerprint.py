@@ -263,16 +263,22 @@ def _environment(env: Environment, tf: Any) -> str:
 
 
 def _tf_global_seed(env: Environment, tf: Any) -> Any:
-    """The global seed ``tf.random.set_seed`` set (the eager context's, or the default graph's
-    in graph mode); read without drawing an op seed (``get_seed`` would advance the counter)."""
-    if tf is None:
-        return NOT_IMPORTED
+    return NOT_IMPORTED if tf is None else tf_global_seed()[0]
+
+
+def tf_global_seed() -> Tuple[Optional[int], Any]:
+    """The global seed ``tf.random.set_seed`` set (the eager context's, or the default graph's in
+    graph mode), and an object that is replaced at each ``set_seed`` (the context's op-seed
+    generator; the graph); read without drawing an op seed (``get_seed`` would advance the
+    counter). TF must be imported."""
     from tensorflow.python.eager import context  # type: ignore
     from tensorflow.python.framework import ops  # type: ignore
 
     if context.executing_eagerly():
-        return getattr(context.context(), "_seed", None)
-    return ops.get_default_graph().seed
+        current = context.context()
+        return getattr(current, "_seed", None), getattr(current, "_rng", None)
+    graph = ops.get_default_graph()
+    return graph.seed, graph
 
 
 def _variables(env: Environment, tf: Any) -> Dict[str, str]:

@@ -34,6 +34,7 @@ PATCH_MODULES: Tuple[str, ...] = (
     "gpu_nondeterministic_ops",
     "dataset_epoch_repeat",
     "parallel_random_map",
+    "keras_seed",
 )
 
 

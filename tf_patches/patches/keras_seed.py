@@ -1,0 +1,226 @@
+"""``tf.random.set_seed`` does not seed Keras: since Keras 2.10 and in Keras 3, layers,
+initializers and Dropout without a ``seed=`` take a default seed from Python's global ``random``,
+which TF's global seed leaves alone (keras 17007, 18244; TF 57763, 59608, 120627; TF documented it
+rather than change it).
+
+Measured here in fresh processes after ``tf.random.set_seed(1)`` alone: ``Dense`` weights differ on
+every run on Keras 3.15 (TF 2.21), tf_keras 2.21 (``TF_USE_LEGACY_KERAS=1``) and Keras 2.12 (TF
+2.12); Keras 3's ``Dropout`` masks and ``RandomFlip`` too (tf_keras's and Keras 2's Dropout use
+TF's stateful ops, which follow the global seed). ``keras.utils.set_random_seed(s)`` and
+``apply_all(deterministic=True)`` seed Python's ``random`` and so Keras.
+
+Where Keras draws them: Keras 3, ``keras.src.random.seed_generator.make_default_seed``
+(``python_random.randint(1, 1e9)``), the one source of every default seed (``SeedGenerator()``,
+``RandomInitializer``, the global generator of unseeded ``keras.random`` calls, ``RandomCrop``);
+Keras 2.10+ and tf_keras, ``backend.RandomGenerator._create_seed`` (``random.randint(1, 1e9)``
+unless ``keras.utils.set_random_seed`` set its generator).
+
+The entry, installed when Keras is imported (before or after ``apply_all``):
+
+- ``"warn"`` (default): where Keras draws a default seed from Python's ``random`` while a TF global
+  seed is set and Python's ``random`` was not seeded since tf-patches was applied (``random.seed``
+  with a value, ``keras.utils.set_random_seed``, ``deterministic=True``), a
+  ``ReproducibilityWarning`` names the user's line that built the layer (tf_keras and Keras 2 draw
+  at the layer's build). Values stay stock's.
+- ``"follow"`` (opt-in): in that case the default seed comes instead from a private
+  ``random.Random(derive_seed(s, "keras default seeds"))`` made at each ``tf.random.set_seed(s)``,
+  so two processes build the same weights and masks. Python's global ``random`` is untouched, and
+  once Python's ``random`` or Keras is seeded the draws are stock's.
+
+Python's ``random.seeds`` made before ``apply_all`` are not seen: apply first, as the README says.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import threading
+from typing import Any, Callable, Optional
+
+from ..core import importhook, seeds, traps
+from ..core.canary import Finding
+from ..core.context import PatchContext
+from ..core.errors import ReproducibilityWarning, logger
+from ..core.fingerprint import tf_global_seed
+from ..core.gate import Gate
+from ..core.options import Option, choice
+
+NAME = "keras_seed"
+TITLE = "tf.random.set_seed alone leaves Keras's default seeds to Python's random"
+ISSUE_URL = "https://github.com/keras-team/keras/issues/18244"
+GATE = Gate(versions=">=2.10")  # Keras 2.10 began drawing default seeds from Python's random
+MODES = ("warn", "follow")
+OPTIONS = (
+    Option(NAME, "TF_PATCHES_KERAS_SEED", choice(*MODES), "warn",
+           "follow: tf.random.set_seed(s) alone also seeds the default seeds Keras draws for layers, "
+           "initializers and Dropout (from a private generator derived from s)."),
+)
+TRAP = traps.Trap(
+    explanation="Keras draws the default seeds of layers, initializers and Dropout from Python's random, "
+                "which tf.random.set_seed does not seed, so weights and masks differ from run to run",
+    fix='seed Keras too: keras.utils.set_random_seed(s) (or apply_all(deterministic=True)) instead of '
+        'tf.random.set_seed(s) alone; or apply_all(keras_seed="follow") to make tf.random.set_seed(s) '
+        "seed Keras's default seeds",
+    run_flags=("--keras-seed", "follow"),
+    apply_kwargs='keras_seed="follow"',
+)
+LIFECYCLE_OPTIONS = {NAME: "follow"}
+IDENTITY = "keras default seeds"  # derive_seed's identity for the private generator
+MESSAGE = (
+    "Keras drew a default seed from Python's random for what this line builds (no seed= given), and "
+    "tf.random.set_seed does not seed Python's random: its weights, Dropout masks or random "
+    "augmentation differ from run to run. Seed Keras too with keras.utils.set_random_seed(s) "
+    "(Python, NumPy and TF), or apply_all(keras_seed=\"follow\") so that tf.random.set_seed(s) "
+    "alone seeds Keras's default seeds"
+)
+_HIGH = int(1e9)  # Keras's own range: randint(1, 1e9)
+
+
+class DefaultSeeds:
+    """Where a default seed comes from: ``None`` (stock: Python's ``random``) or, in "follow", the
+    private generator of the current TF global seed. Warns in "warn"."""
+
+    def __init__(self, mode: str, python_seeded: bool) -> None:
+        self.mode = mode
+        self.python_seeded = python_seeded
+        self._lock = threading.Lock()
+        self._epoch: Any = None
+        self._rng: Optional[random.Random] = None
+
+    def draw(self, frame: Any, keras_seeded: Callable[[], bool]) -> Optional[int]:
+        if self.python_seeded or keras_seeded():
+            return None
+        seed, epoch = tf_global_seed()
+        if seed is None:
+            return None
+        if self.mode == "warn":
+            traps.warn(NAME, MESSAGE, site=traps.user_site(frame))
+            return None
+        with self._lock:
+            if self._rng is None or epoch is not self._epoch:  # a new tf.random.set_seed: a new stream
+                self._epoch = epoch
+                self._rng = random.Random(seeds.derive_seed(int(seed) % (seeds.MAX_SEED + 1), IDENTITY))
+            return self._rng.randint(1, _HIGH)
+
+
+def _guarded(what: str, frame: Any, source: DefaultSeeds, keras_seeded: Callable[[], bool]) -> Optional[int]:
+    try:
+        return source.draw(frame, keras_seeded)
+    except ReproducibilityWarning:
+        raise  # the user's -W error
+    except Exception as exc:  # a seed lookup must never break building a model
+        logger.debug("tf-patches: %s: %s: %s", NAME, what, exc)
+        return None
+
+
+def _seed_watch(original: Callable, source: DefaultSeeds, ctx: PatchContext) -> Callable:
+    """``random.seed``: a seed given (not ``None``, which reseeds from the OS) marks Python's
+    ``random`` as seeded, so Keras's default seeds are reproducible again and stay stock's."""
+
+    def seed(a=None, version=2):
+        if ctx.active and a is not None:
+            source.python_seeded = True
+        return original(a, version)
+
+    return seed
+
+
+def _keras3_default_seed(original: Callable, source: DefaultSeeds, ctx: PatchContext, global_state: Any,
+                         rng_utils: Any) -> Callable:
+    marker = getattr(rng_utils, "GLOBAL_RANDOM_SEED", None)
+
+    def keras_seeded() -> bool:  # keras.utils.set_random_seed stores its seed (before apply_all, too)
+        return marker is not None and global_state.get_global_attribute(marker) is not None
+
+    def make_default_seed():
+        if ctx.active:
+            seed = _guarded("Keras 3", sys._getframe(1), source, keras_seeded)
+            if seed is not None:
+                return seed
+        return original()
+
+    return make_default_seed
+
+
+def _keras2_create_seed(original: Callable, source: DefaultSeeds, ctx: PatchContext, backend: Any) -> Callable:
+    def keras_seeded() -> bool:  # keras.utils.set_random_seed's own generator: stock uses it
+        return getattr(getattr(backend, "_SEED_GENERATOR", None), "generator", None) is not None
+
+    def _create_seed(self, user_specified_seed):
+        if ctx.active and user_specified_seed is None:
+            seed = _guarded("Keras 2", sys._getframe(1), source, keras_seeded)
+            if seed is not None:
+                return seed
+        return original(self, user_specified_seed)
+
+    return _create_seed
+
+
+def _install_keras(ctx: PatchContext, source: DefaultSeeds, package: str) -> None:
+    """Replace where the Keras of ``package`` (``keras`` 3 or 2, ``tf_keras``) draws default seeds."""
+    modules = sys.modules
+    if package == "keras" and "keras.src.random.seed_generator" in modules:
+        generator = modules["keras.src.random.seed_generator"]
+        replacement = _keras3_default_seed(generator.make_default_seed, source, ctx,
+                                           modules["keras.src.backend.common.global_state"],
+                                           modules.get("keras.src.utils.rng_utils"))
+        ctx.replace_everywhere(generator, "make_default_seed", replacement)
+        return
+    for name in (f"{package}.src.backend", f"{package}.backend"):  # tf_keras, Keras 2.13+; Keras 2.10-2.12
+        backend = modules.get(name)
+        if backend is not None and hasattr(backend, "RandomGenerator"):
+            klass = backend.RandomGenerator
+            ctx.replace_attribute(klass, "_create_seed", _keras2_create_seed(klass._create_seed, source, ctx, backend))
+            return
+    raise AttributeError(f"{package} has neither keras.src.random.seed_generator.make_default_seed nor "
+                         "backend.RandomGenerator._create_seed")
+
+
+def _when_imported(ctx: PatchContext, source: DefaultSeeds, package: str) -> Callable:
+    def hook(module: Any) -> None:
+        if not ctx.active:
+            return
+        try:
+            _install_keras(ctx, source, package)
+        except Exception as exc:  # an import hook must never break the user's `import keras`
+            logger.warning("tf-patches: %s could not reach %s's default seeds (%s: %s); left as they are",
+                           NAME, package, type(exc).__name__, exc)
+
+    return hook
+
+
+def install(ctx: PatchContext) -> str:
+    mode = ctx.options.get(NAME) or "warn"
+    # deterministic=True seeded Python's random already (op_determinism installs first).
+    source = DefaultSeeds(mode, python_seeded=bool(ctx.options.get("deterministic")))
+    ctx.replace_attribute(random, "seed", _seed_watch(random.seed, source, ctx))
+    for package in ("keras", "tf_keras"):
+        if package in sys.modules:
+            _install_keras(ctx, source, package)  # a moved symbol fails the patch here
+        else:
+            hook = _when_imported(ctx, source, package)
+            importhook.after_import(package, hook)
+            ctx.on_revert(f"the {package} import hook", lambda p=package, h=hook: importhook.cancel(p, h))
+    if mode == "follow":
+        return ("fixing (follow): tf.random.set_seed(s) alone also seeds Keras's default seeds (a private "
+                "generator derived from s; Python's random untouched)")
+    return ("detecting: warns where Keras draws a default seed from Python's random that tf.random.set_seed "
+            "did not seed (read when a layer or initializer is made)")
+
+
+# --- canary: is the bug still upstream? ---------------------------------------------------------
+def canary() -> Finding:
+    """Two ``Dense`` layers built after the same ``tf.random.set_seed(1)``: stock TF ops would repeat."""
+    import numpy as np
+    import tensorflow as tf
+
+    keras = tf.keras
+    weights = []
+    for _ in range(2):
+        tf.random.set_seed(1)
+        layer = keras.layers.Dense(4)
+        layer.build((None, 3))
+        weights.append(np.asarray(layer.kernel))
+    differ = not np.array_equal(*weights)
+    return Finding(differ, f"Dense weights after the same tf.random.set_seed(1) {'differ' if differ else 'repeat'} "
+                           f"({getattr(keras, '__version__', 'tf.keras')})")
