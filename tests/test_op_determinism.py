@@ -420,3 +420,262 @@ def test_derive_seed_and_seed_everything_take_numpy_integers_as_apply_all_does(t
     for bad in (np.float64(1.0), np.bool_(True), True):
         with pytest.raises(TypeError):
             tf_patches.derive_seed(bad, 1)
+
+
+# -- round two (issue 28): what TF refuses, or leaves unseeded, under op determinism ----------------
+
+# One program for each side: stock TF with op determinism (and tf-patches' defaults applied, which
+# leave it alone), or deterministic=True. Each op without a seed, eager, in a tf.function and in a
+# Dataset.map; the global generator; Generator.from_non_deterministic_state. Lines marked `# at:`
+# are where a warning must point.
+ROUND_TWO = """
+import hashlib, json, sys, warnings
+import tf_patches
+PATCHED, KERAS = {patched!r}, {keras!r}
+if PATCHED:
+    tf_patches.apply_all(deterministic=True, seed=3, only=["op_determinism"])
+else:
+    tf_patches.apply_all()
+import tensorflow as tf
+from tensorflow.python.framework import random_seed
+from tensorflow.python.ops import stateful_random_ops
+from tf_patches.core.context import tf_module
+config = tf_module("python.framework.config")
+if not PATCHED:
+    tf.random.set_seed(3)
+    tf.config.experimental.enable_op_determinism()
+out = {{"row": tf_patches.report()["op_determinism"].reason}}
+
+def digest(value):
+    return hashlib.sha256(tf.io.serialize_tensor(value).numpy()).hexdigest()[:16]
+
+def attempt(call):
+    try:
+        return call()
+    except Exception as exc:
+        return "raises " + type(exc).__name__ + ": " + str(exc).splitlines()[0][:100]
+
+# The global generator: made at its first call from the global seed then in effect.
+tf.random.set_seed(5)
+out["generator"] = attempt(lambda: tf.random.get_global_generator().normal([3]).numpy().tolist())
+if PATCHED:
+    expected = tf.random.Generator.from_seed(tf_patches.derive_seed(5, "tf.random.get_global_generator"))
+    out["generator_expected"] = expected.normal([3]).numpy().tolist()
+    out["generator_kept"] = tf.random.get_global_generator() is tf.random.get_global_generator()
+tf.random.set_seed(3)
+
+image = tf.reshape(tf.range(2 * 9 * 9 * 2, dtype=tf.float32), [2, 9, 9, 2])
+size, boxes = tf.constant([9, 9, 2]), tf.constant([[[0.1, 0.1, 0.9, 0.9]]])
+ratio = [1.0, 1.5, 1.5, 1.0]
+def joined(sequence):  # a fixed-shape result whatever the sequence's length
+    return tf.strings.reduce_join(tf.strings.as_string(sequence), separator=",")
+OPS = {{
+    "sample_distorted_bounding_box": lambda: tf.image.sample_distorted_bounding_box(size, boxes)[0],
+    "compat.v1.sample_distorted_bounding_box":
+        lambda: tf.compat.v1.image.sample_distorted_bounding_box(size, boxes)[0],
+    "fractional_max_pool": lambda: joined(tf.nn.fractional_max_pool(image, ratio)[1]),
+    "compat.v1.fractional_max_pool": lambda: joined(tf.compat.v1.nn.fractional_max_pool(image, ratio)[1]),
+    "fractional_avg_pool": lambda: joined(tf.nn.fractional_avg_pool(image, ratio)[2]),
+    "compat.v1.fractional_avg_pool": lambda: joined(tf.compat.v1.nn.fractional_avg_pool(image, ratio)[2]),
+    "get_global_generator": lambda: tf.random.get_global_generator().normal([2]),
+}}
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # compat.v1's deprecation notes
+    for name, op in OPS.items():
+        function = tf.function(op)
+        out[name] = {{
+            "eager": attempt(lambda: [digest(op()) for _ in range(2)]),
+            "function": attempt(lambda: [digest(function()) for _ in range(2)]),
+            "map": attempt(lambda: [digest(element) for element in tf.data.Dataset.range(3).map(lambda _: op())]),
+        }}
+
+if PATCHED:
+    # Seeded as get_seed seeds the next random op: as if given that op seed, and the random op
+    # after it draws what it would after any other seedless random op.
+    tf.random.set_seed(3)
+    op_seed = random_seed.get_seed(None)[1]
+    tf.random.set_seed(3)
+    pooled = tf.nn.fractional_max_pool(image, ratio)
+    after = tf.random.uniform([4])
+    out["as_if_seeded"] = all(bool(tf.reduce_all(a == b)) for a, b in
+                              zip(pooled, tf.nn.fractional_max_pool(image, ratio, seed=op_seed)))
+    tf.random.set_seed(3)
+    tf.random.uniform([4])
+    out["eager_sequence"] = bool(tf.reduce_all(after == tf.random.uniform([4])))
+    pool_first = tf.function(lambda: (tf.nn.fractional_avg_pool(image, ratio)[0], tf.random.uniform([4])))
+    uniform_first = tf.function(lambda: (tf.random.uniform([4]), tf.random.uniform([4])))
+    out["graph_sequence"] = bool(tf.reduce_all(pool_first()[1] == uniform_first()[1]))
+
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    out["non_deterministic_state"] = attempt(lambda: tf.random.Generator.from_non_deterministic_state())  # at: state
+out["warnings"] = [[w.category.__name__, w.filename, w.lineno, str(w.message)] for w in caught
+                   if w.category is tf_patches.ReproducibilityWarning]
+
+if PATCHED:
+    made = stateful_random_ops.global_generator
+    tf_patches.revert_all()
+    out["reverted"] = {{"slot_emptied": stateful_random_ops.global_generator is None,
+                       "ops_are_tfs": tf.nn.fractional_max_pool is tf_module("python.ops.nn_ops").fractional_max_pool_v2
+                                      and not hasattr(tf.nn.fractional_max_pool, "__tf_patches__")}}
+    config.enable_op_determinism()
+    out["reverted"]["raises_again"] = attempt(tf.random.get_global_generator).startswith("raises RuntimeError")
+    tf_patches.apply_all(deterministic=True, seed=3, only=["op_determinism"])
+    own = tf.random.Generator.from_seed(11)
+    tf.random.set_global_generator(own)
+    out["users_generator_kept"] = tf.random.get_global_generator() is own
+    tf_patches.revert_all()
+    out["users_generator_kept"] &= stateful_random_ops.global_generator is own
+
+if KERAS:
+    # Keras 3's auto-XLA, with Keras told of a GPU (its device query), checked through its own
+    # decision function. This Keras (3.7+) turns it off under op determinism itself.
+    import keras
+    from keras.src.trainers import trainer as keras_trainer
+    from tensorflow.python.eager.context import PhysicalDevice
+    devices = [PhysicalDevice("/physical_device:CPU:0", "CPU"), PhysicalDevice("/physical_device:GPU:0", "GPU")]
+    tf.config.list_physical_devices = lambda device_type=None: [
+        d for d in devices if device_type in (None, d.device_type)]
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    resolve = keras_trainer.Trainer._resolve_auto_jit_compile
+    report = tf_patches.apply_all(deterministic=True, seed=3, only=["op_determinism"])
+    keras_out = {{"row": report["op_determinism"].reason,
+                  "own_under_determinism": model._resolve_auto_jit_compile(),
+                  "resolver_untouched": keras_trainer.Trainer._resolve_auto_jit_compile is resolve}}
+    config.disable_op_determinism()
+    keras_out["own_without"] = model._resolve_auto_jit_compile()
+    tf_patches.revert_all()
+    # A Keras before 3.7 (keras PR 20315): its model_supports_jit without the determinism check.
+    keras_trainer.model_supports_jit = lambda model: all(layer.supports_jit for layer in model._flatten_layers())
+    config.enable_op_determinism()
+    keras_out["old_stock"] = model._resolve_auto_jit_compile()
+    report = tf_patches.apply_all(deterministic=True, seed=3, only=["op_determinism"])
+    keras_out["old_row"] = report["op_determinism"].reason
+    keras_out["old_patched"] = model._resolve_auto_jit_compile()
+    model.compile(loss="mse")
+    keras_out["old_compiled_auto"] = model.jit_compile
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.compile(loss="mse", jit_compile=True)  # at: jit
+    keras_out["old_compiled_true"] = model.jit_compile
+    keras_out["warnings"] = [[w.filename, w.lineno, str(w.message)] for w in caught
+                             if w.category is tf_patches.ReproducibilityWarning]
+    tf_patches.revert_all()
+    config.enable_op_determinism()
+    keras_out["old_reverted"] = [model._resolve_auto_jit_compile(),
+                                 keras_trainer.Trainer._resolve_auto_jit_compile is resolve]
+    out["keras"] = keras_out
+print(json.dumps(out))
+"""
+
+
+def _round_two(tmp_path, name, patched, keras=False):
+    script = tmp_path / f"{name}.py"
+    script.write_text(textwrap.dedent(ROUND_TWO.format(patched=patched, keras=keras)))
+    return run_fresh(f"import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"), script
+
+
+def _marked_line(script, mark):
+    lines = script.read_text().splitlines()
+    return next(number for number, line in enumerate(lines, 1) if line.rstrip().endswith(f"# at: {mark}"))
+
+
+KERAS_3 = (importlib.util.find_spec("keras") is not None
+           and int(importlib.import_module("importlib.metadata").version("keras").split(".")[0]) >= 3)
+
+
+@pytest.fixture(scope="module")
+def round_two(tmp_path_factory):
+    """Two stock processes and two with deterministic=True, side by side (one of those also runs
+    the Keras checks)."""
+    tmp_path = tmp_path_factory.mktemp("round_two")
+    jobs = {"stock": (False, False), "stock_again": (False, False),
+            "patched": (True, KERAS_3), "patched_again": (True, False)}
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {name: pool.submit(_round_two, tmp_path, name, *job) for name, job in jobs.items()}
+        return {name: future.result() for name, future in futures.items()}
+
+
+SEEDLESS = ("sample_distorted_bounding_box", "compat.v1.sample_distorted_bounding_box",
+            "fractional_max_pool", "compat.v1.fractional_max_pool", "get_global_generator")
+FRACTIONAL_AVG = ("fractional_avg_pool", "compat.v1.fractional_avg_pool")
+WAYS = ("eager", "function", "map")
+
+
+def test_stock_refuses_the_seedless_ops_under_op_determinism(round_two):
+    stock, _ = round_two["stock"]
+    assert "opt-in" in stock["row"]  # tf-patches' defaults leave op determinism alone
+    for name in SEEDLESS:
+        for way in WAYS:
+            outcome = stock[name][way]
+            assert isinstance(outcome, str) and outcome.startswith("raises"), (name, way, outcome)
+            assert ("RuntimeError" if name == "get_global_generator" else "ValueError") in outcome, outcome
+    assert stock["generator"].startswith("raises RuntimeError")
+    assert stock["non_deterministic_state"].startswith("raises RuntimeError")
+    assert stock["warnings"] == []
+
+
+def test_stock_fractional_avg_pool_runs_but_differs_between_processes(round_two):
+    stock, again = round_two["stock"][0], round_two["stock_again"][0]
+    for name in FRACTIONAL_AVG:
+        for way in WAYS:
+            assert isinstance(stock[name][way], list), stock[name][way]
+            assert stock[name][way] != again[name][way], (name, way)
+
+
+def test_deterministic_runs_each_op_and_repeats_in_a_fresh_process(round_two):
+    patched, again = round_two["patched"][0], round_two["patched_again"][0]
+    assert "tf.nn.fractional_avg_pool" in patched["row"] and "get_global_generator" in patched["row"]
+    for name in SEEDLESS + FRACTIONAL_AVG:
+        for way in WAYS:
+            outcome = patched[name][way]
+            assert isinstance(outcome, list), (name, way, outcome)
+            assert outcome == again[name][way], (name, way)
+    # Eager calls take the next op seed each time, as seedless random ops do; the map's elements
+    # draw from one bounding-box kernel.
+    assert patched["sample_distorted_bounding_box"]["eager"][0] != patched["sample_distorted_bounding_box"]["eager"][1]
+    assert len(set(patched["sample_distorted_bounding_box"]["map"])) > 1
+    # v1 and v2 forms agree where both get the same op seed (each traced function counts from 0).
+    for way in ("function", "map"):
+        assert patched["fractional_max_pool"][way] == patched["compat.v1.fractional_max_pool"][way]
+
+
+def test_seedless_ops_take_the_op_seed_get_seed_gives(round_two):
+    patched, _ = round_two["patched"]
+    assert patched["as_if_seeded"] and patched["eager_sequence"] and patched["graph_sequence"]
+
+
+def test_the_global_generator_comes_from_the_global_seed_in_effect(round_two):
+    patched, again = round_two["patched"][0], round_two["patched_again"][0]
+    assert patched["generator"] == patched["generator_expected"] == again["generator"]
+    assert patched["generator_kept"]
+    assert patched["reverted"] == {"slot_emptied": True, "ops_are_tfs": True, "raises_again": True}
+    assert patched["users_generator_kept"]
+
+
+def test_from_non_deterministic_state_still_raises_and_says_so_at_the_users_line(round_two):
+    patched, script = round_two["patched"]
+    assert patched["non_deterministic_state"].startswith("raises RuntimeError")
+    [(category, filename, line, message)] = patched["warnings"]
+    assert category == "ReproducibilityWarning"
+    assert (filename, line) == (str(script), _marked_line(script, "state"))
+    assert "from_non_deterministic_state" in message and "Generator.from_seed" in message
+
+
+@pytest.mark.skipif(not KERAS_3, reason="Keras 3 only: Keras 2's jit_compile defaults to None")
+def test_keras_auto_xla_is_off_under_op_determinism(round_two):
+    """Keras told of a GPU: 3.7+ turns auto-XLA off itself (left alone); a Keras without that check
+    (its model_supports_jit as before keras PR 20315) gets it resolved to False, an explicit
+    jit_compile=True kept and warned about, and its own answer back on revert. Not run on a GPU."""
+    keras, script = round_two["patched"][0]["keras"], round_two["patched"][1]
+    assert "off under op determinism itself" in keras["row"]
+    assert keras["own_under_determinism"] is False and keras["own_without"] is True
+    assert keras["resolver_untouched"]
+    assert keras["old_stock"] is True  # the trap: XLA chosen under op determinism
+    assert "resolved to False while op determinism is on" in keras["old_row"]
+    assert keras["old_patched"] is False and keras["old_compiled_auto"] is False
+    assert keras["old_compiled_true"] is True
+    [(filename, line, message)] = keras["warnings"]
+    assert (filename, line) == (str(script), _marked_line(script, "jit"))
+    assert "jit_compile=True" in message and "UnimplementedError" in message
+    assert keras["old_reverted"] == [True, True]

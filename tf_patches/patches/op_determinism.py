@@ -37,6 +37,8 @@ from ..core.gate import Gate, parse_version
 from ..core import seeds
 from ..core.seeds import MAX_SEED
 from ..core.options import Option, flag, whole_number
+from ..core.keras import keras_version
+from . import _deterministic_seeds, _keras_auto_xla
 
 NAME = "op_determinism"
 TITLE = "Repeatable runs: seeds, and the determinism switch each TensorFlow version reads"
@@ -157,6 +159,8 @@ def install(ctx: PatchContext) -> str:
     else:
         switch = f"{_assignments(switches)} before `import tensorflow`"
     parts = [switch, f"seed {seed}{origin} for {', '.join(_seed_everything(ctx, seed))}", _torch_state()]
+    if uses_api(ctx.env):  # round two: what TF refuses or leaves unseeded under op determinism
+        parts += [_deterministic_seeds.install(ctx, NAME), _keras_auto_xla_state(ctx)]
     silent, raising = known_gpu_gaps(ctx.env)
     if silent:
         parts.append(f"still non-deterministic on GPU in TF {ctx.env.version}: {', '.join(silent)}")
@@ -164,6 +168,19 @@ def install(ctx: PatchContext) -> str:
         parts.append(f"no deterministic GPU kernel, so TF raises UnimplementedError on GPU for: "
                      f"{', '.join(raising)}")
     return "; ".join(part for part in parts if part)
+
+
+def _keras_auto_xla_state(ctx: PatchContext) -> str:
+    """Keras 3's own XLA turned off under op determinism where it does not do so itself: now if
+    Keras is imported, else at its import."""
+    version = parse_version(keras_version() or "")
+    if version is None or version.major < 3:
+        return ""  # Keras 2: jit_compile defaults to None, no XLA of its own choosing
+    said: List[str] = []
+    _on_import(ctx, "keras", lambda module: said.append(_keras_auto_xla.install(ctx, module, NAME)))
+    if said:
+        return said[0]
+    return "" if "keras" in sys.modules else "Keras 3's jit_compile='auto': checked at `import keras`"
 
 
 def _assignments(switches: Mapping[str, str]) -> str:
