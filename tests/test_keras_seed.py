@@ -51,10 +51,13 @@ with warnings.catch_warnings(record=True) as caught:
     random.setstate(state)  # the same Python state again (not a seed): stock draws the same seeds
     tf.random.set_seed(1)
     again = build()
+    random.seed(2)  # Python's random seeded by hand: Keras's default seeds repeat, stock's
+    tf.random.set_seed(1)
+    python_seeded = build()
     keras.utils.set_random_seed(1)
     seeded = build()
 shown = [(w.filename, w.lineno) for w in caught if w.category.__name__ == "ReproducibilityWarning"]
-print(json.dumps({"alone": alone, "again": again, "seeded": seeded, "untouched": untouched,
+print(json.dumps({"alone": alone, "again": again, "seeded": seeded, "python_seeded": python_seeded, "untouched": untouched,
                   "warnings": shown, "keras3": KERAS3,
                   "row": tf_patches.report()["keras_seed"].reason if mode != "stock" else ""}))
 '''
@@ -102,13 +105,13 @@ def test_default_seeds_follow_tf_set_seed_only_in_follow_mode(tf, tmp_path, stac
     assert warn["row"].startswith("detecting: ")
     for run in (stock, warn):
         assert run["again"] == run["alone"]
-    assert warn["seeded"] == stock["seeded"]
+    assert warn["seeded"] == stock["seeded"] and warn["python_seeded"] == stock["python_seeded"]
 
     # follow: two processes identical, Python's random untouched, set_seed(1) again restarts the
     # stream; once keras.utils.set_random_seed seeds Python's random, stock's values.
     assert follow["alone"] == follow2["alone"] and follow["alone"] != stock["alone"]
     assert follow["untouched"] and follow["again"] == follow["alone"]
-    assert follow["seeded"] == stock["seeded"]
+    assert follow["seeded"] == stock["seeded"] and follow["python_seeded"] == stock["python_seeded"]
     assert follow["warnings"] == [] and follow["row"].startswith("fixing (follow): ")
 
 
