@@ -35,11 +35,13 @@ import inspect
 import numbers
 import sys
 from types import ModuleType
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ..core.canary import Finding
+from ..core import importhook
 from ..core.context import PatchContext
 from ..core.environment import Environment
+from ..core.errors import logger
 from ..core.gate import Gate, parse_version
 from ..core.signature import EagerExecutions, Installer, Probe, Signature
 from .keras2_predict_loop import keras_in_use
@@ -78,17 +80,51 @@ def trainer_module() -> ModuleType:
     return importlib.import_module(_TRAINER)
 
 
+def when_trainer_loaded(hook: Callable[[ModuleType], None], what: str) -> Optional[Callable[[], None]]:
+    """``hook(trainer)`` now if Keras's TensorFlow trainer is loaded, else once it is (a
+    program that imports ``keras`` first has TF's import finish inside Keras's own: the trainer
+    cannot be imported from there). Later, a hook that raises is logged, never the user's
+    ``import keras``. Returns what cancels a hook not yet run (None: it ran)."""
+    module = sys.modules.get(_TRAINER)
+    if module is not None and hasattr(module, "TFEpochIterator"):
+        hook(module)
+        return None
+
+    def later(loaded: ModuleType) -> None:
+        try:
+            hook(loaded)
+        except Exception as exc:
+            logger.warning("tf-patches: %s could not reach Keras 3's predict (%s: %s); left as it is",
+                           what, type(exc).__name__, exc)
+
+    importhook.after_import(_TRAINER, later)
+    return lambda: importhook.cancel(_TRAINER, later)
+
+
 def install(ctx: PatchContext) -> str:
+    def hook(trainer: ModuleType) -> None:
+        if ctx.active:
+            _serve(ctx, trainer)
+
+    cancel = when_trainer_loaded(hook, NAME)
+    served = (f"{_TRAINER}.TensorFlowTrainer.predict: one in-memory batch (arrays or tensors, no steps or "
+              "callbacks) runs the model's predict_function without an epoch iterator, the rest as before")
+    if cancel is None:
+        return served
+    ctx.on_revert("the Keras trainer import hook", cancel)
+    return served + " (from when Keras loads it)"
+
+
+def _serve(ctx: PatchContext, trainer: ModuleType) -> None:
     import numpy as np
     import tensorflow as tf
-    from keras.src import backend, callbacks as callbacks_module, tree
+    from keras.src import callbacks as callbacks_module, tree
     from keras.src.backend import config
     from keras.src.trainers.data_adapters import array_slicing, data_adapter_utils
     from keras.src.utils import traceback_utils
 
-    if backend.backend() != "tensorflow":
-        raise RuntimeError(f"Keras 3 runs on the {backend.backend()} backend, not TensorFlow's")
-    trainer = trainer_module()
+    if config.backend() != "tensorflow":
+        raise RuntimeError(f"Keras 3 runs on the {config.backend()} backend, not TensorFlow's")
     trainer_cls = trainer.TensorFlowTrainer
     original = trainer_cls.predict
     parameters = tuple(inspect.signature(original).parameters)
@@ -171,8 +207,6 @@ def install(ctx: PatchContext) -> str:
         return original(self, *args, **kwargs)
 
     ctx.replace_attribute(trainer_cls, "predict", predict)
-    return (f"{_TRAINER}.TensorFlowTrainer.predict: one in-memory batch (arrays or tensors, no steps or "
-            "callbacks) runs the model's predict_function without an epoch iterator, the rest as before")
 
 
 def _keras_distribution() -> Any:
@@ -206,9 +240,15 @@ class PredictPipelines(Probe):
         self._count = 0
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
+        cancel = when_trainer_loaded(lambda trainer: self._wrap(installer, trainer), f"diagnose's {NAME} probe")
+        if cancel is not None:
+            installer.on_remove(cancel)
+
+    def _wrap(self, installer: Installer, trainer: ModuleType) -> None:
         import tensorflow as tf
 
-        trainer = trainer_module()
+        if not installer.active:
+            return
         iterator_cls = trainer.TFEpochIterator
         original = iterator_cls.__init__
         predict_file = trainer.__file__
