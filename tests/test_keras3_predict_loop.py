@@ -254,3 +254,50 @@ def test_predict_loop_stops_rising():
         print(f"unpatched {unpatched.growth_mib:.2f} MiB, patched {patched.growth_mib:.2f} MiB")
     else:
         assert patched.status == "skipped"
+
+
+# -- diagnose -----------------------------------------------------------------------------------
+def _predict_loop_counted(tf, calls: int) -> tuple:
+    """A diagnosis around ``calls`` predicts (plus calls that build no predict pipeline): the
+    probe's count, its leak row (None: not named) and the line it names."""
+    import warnings
+
+    import keras
+    import numpy as np
+
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(loss="mse")
+    x, y = np.ones((8, 4), np.float32), np.ones((8, 2), np.float32)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with tf_patches.diagnose() as diagnosis:
+            for _ in range(calls):
+                model.predict(x, verbose=0)  # PREDICT LINE
+            model.predict_on_batch(x)
+            model.evaluate(x, y, verbose=0)  # an epoch iterator, not predict's
+    snapshot = diagnosis.snapshot()
+    if NAME not in snapshot["signatures"]:
+        return None, None, None
+    count = dict(zip(snapshot["signatures"], snapshot["samples"][-1][2]))[NAME]
+    found = [leak for leak in diagnosis.report().leaks if leak.patch == NAME]
+    return count, (found[0] if found else None), (found[0].sites[0] if found and found[0].sites else None)
+
+
+def test_diagnose_counts_the_pipelines_predict_builds_and_none_once_served(tf):
+    if not APPLIES_HERE:
+        assert _predict_loop_counted(tf, 1) == (None, None, None)  # not armed on Keras 2
+        return
+    iterator = patch.trainer_module().TFEpochIterator
+    init = vars(iterator)["__init__"]
+    count, leak, site = _predict_loop_counted(tf, 25)
+    assert vars(iterator)["__init__"] is init  # the probe is gone after the block
+    assert count == 25 and leak is not None, (count, leak)
+    assert leak.fix_python == "import tf_patches; tf_patches.apply_all()" and "predict_on_batch" in leak.code_fix
+    line = next(number for number, text in enumerate(open(__file__), 1) if "# PREDICT LINE" in text)
+    assert site[:2] == [__file__, line] and site[3] == 25, site
+    tf_patches.apply_all(only=[NAME])
+    try:
+        count, leak, _ = _predict_loop_counted(tf, 25)
+    finally:
+        tf_patches.revert_all()
+    assert (count, leak) == (0, None)
