@@ -348,6 +348,26 @@ def test_bad_interval_is_a_usage_error(interval, capsys):
     assert "--interval" in capsys.readouterr().err
 
 
+def test_a_report_that_cannot_be_written_keeps_the_previous_file_and_fails(tmp_path):
+    """Issue 32 (1): --output was opened with "w" and written in place: under a file-size limit
+    (or a disk that fills) the previous report became a cut-off JSON and the exit status stayed
+    0. Now: written beside it and renamed, so the previous file stays whole; said; status 2."""
+    import resource
+
+    output, previous = tmp_path / "report.json", '{"previous": "report"}\n'
+    output.write_text(previous)
+
+    def small_files() -> None:  # `ulimit -f`: 64 bytes, less than any report
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    proc = subprocess.run(DIAGNOSE + ["--output", str(output), "--", PYTHON, "-c", "pass"], env=fresh_env(),
+                          capture_output=True, text=True, timeout=120, cwd=str(ROOT), preexec_fn=small_files)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"cannot write --output {output}" in proc.stderr and "left as it was" in proc.stderr
+    assert output.read_text() == previous
+    assert os.listdir(tmp_path) == ["report.json"]  # no temporary left behind
+
+
 def test_commands_that_cannot_run(tmp_path, capsys):
     not_executable = tmp_path / "script.sh"
     not_executable.write_text("exit 0\n")

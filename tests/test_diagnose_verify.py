@@ -22,7 +22,7 @@ import pytest
 from tf_patches.diagnosis import command as diagnose_command
 from tf_patches.diagnosis.report import verification_text
 
-from .fresh import ROOT, fresh_env
+from .fresh import ROOT, ctrl_c_works, fresh_env
 
 PYTHON = sys.executable
 DIAGNOSE = [PYTHON, "-m", "tf_patches", "diagnose"]
@@ -118,26 +118,33 @@ def test_a_clean_program_is_not_run_again(tmp_path):
     assert "nothing to verify: no leak with a fix was named" in data["notes"]
 
 
-def test_sigterm_during_the_fix_run_reaches_it_and_the_first_status_comes_out(tmp_path):
+@pytest.mark.parametrize("number", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM to diagnose", "Ctrl-C to the group"])
+def test_a_signal_during_the_fix_run_reaches_it_and_diagnose_dies_by_it_after_the_report(tmp_path, number):
+    """Issue 32 (10): the first run's status (3) came out after a SIGTERM or a Ctrl-C during the fix
+    run, where during the first run the same signal gives 143 / 130: a supervisor or a `set -e`
+    script saw success. Now diagnose dies by it in either run, after writing the report."""
     script, runs, output = _write(tmp_path / "seed_loop.py", SEED_LOOP), tmp_path / "runs", tmp_path / "r.json"
     env = fresh_env({"RUNS": str(runs), "DRAWS": "400", "WAIT_WHEN_PATCHED": "1", "PYTHONUNBUFFERED": "1"})
     proc = subprocess.Popen(DIAGNOSE + ["--verify", "--output", str(output), "--", PYTHON, str(script)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=str(ROOT),
-                            start_new_session=True)
+                            start_new_session=True, preexec_fn=ctrl_c_works)
     try:
         deadline = time.monotonic() + 240
         while proc.stdout.readline() != "fix run waits\n":
             assert time.monotonic() < deadline and proc.poll() is None
-        proc.send_signal(signal.SIGTERM)  # the parent only, as a process manager would
+        if number == signal.SIGTERM:
+            proc.send_signal(signal.SIGTERM)  # the parent only, as a process manager would
+        else:
+            os.killpg(proc.pid, signal.SIGINT)  # the whole foreground group, as a terminal does
         out, err = proc.communicate(timeout=60)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 3, err[-3000:]  # the first run's
-    data = json.loads(output.read_text())
+    assert proc.returncode == -number, err[-3000:]
+    data = json.loads(output.read_text())  # the report came out first
     verification = data["verification"]
-    assert verification["exit_status"] == 128 + signal.SIGTERM  # forwarded to the fix run
-    assert any("fix run was killed by SIGTERM" in note for note in data["notes"])
+    assert verification["exit_status"] == 128 + number  # the fix run got it too
+    assert any(f"fix run was killed by {signal.Signals(number).name}" in note for note in data["notes"])
 
 
 # -- in this process: which fixes, which flags, when not to run again ---------------------------

@@ -7,7 +7,9 @@ bootstrap arms :mod:`tf_patches.diagnosis.sampler` in every Python process of th
 imports TensorFlow writes its snapshot there. The report goes to stderr (``--json``: one JSON
 object on a line of its own on stdout, after the command's own output; ``--output FILE``: to the
 file instead, checked before the command starts and written before anything else, so that a
-closed stdout or stderr cannot lose it).
+closed stdout or stderr cannot lose it; written to a temporary file beside it, then renamed over
+it: a write that fails, a full disk or a file-size limit, leaves the previous file as it was, says
+so, and turns an exit status of 0 into 2).
 
 The command's output, exit status and signal death pass through: SIGTERM, SIGHUP, SIGUSR1 and
 SIGUSR2 are forwarded to it; SIGINT and SIGQUIT are ignored here while it runs (the terminal sends
@@ -22,8 +24,9 @@ command runs a second time, in the same way (environment, ``--malloc``, patch op
 fixes applied as ``tf-patches run`` would apply them (the patches on, plus the union of the named
 signatures' ``run_flags``), diagnosed too; ``report.verification`` says what the fixes removed
 (the first run's growth minus the fix run's): the report's way to check its own figures. The
-report comes out after the fix run; the exit status is the first run's. A signal during the fix
-run is handled as during the first; one during the first run (a Ctrl-C the command caught, a
+report comes out after the fix run; the exit status is the first run's, but for a SIGINT,
+SIGTERM, SIGHUP or SIGQUIT that arrives during the fix run: this process then dies by it after the
+report, as it does when one ends the first run. One during the first run (a Ctrl-C the command caught, a
 process manager's SIGTERM) or a first run killed by a signal means no fix run.
 """
 
@@ -43,12 +46,13 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
 from ..autoapply import supervision
-from ..core import streams
+from ..core import files, streams
 from ..isolation import processes
 from . import sampler as diagnosis
 
 HELP = "run a command (patches off unless asked) and say which known TensorFlow leak it has"
 FORWARDED, IGNORED = supervision.FORWARDED, supervision.IGNORED
+STOPPING = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")  # during the --verify run: we die by it too
 # The supervision diagnose shares with repro (tf_patches.autoapply.supervision), by their old names here.
 _Signals = supervision.Signals
 _unwritable, _shell_status = supervision.unwritable, supervision.shell_status
@@ -100,10 +104,13 @@ def run(args: argparse.Namespace) -> int:
             if isinstance(started, int):
                 return started
             returncode, samples = started
-            _report_at_exit(args, directory, command, returncode, samples, signals, interval)
+            written, stopped_by = _report_at_exit(args, directory, command, returncode, samples, signals, interval)
     finally:
         shutil.rmtree(directory, ignore_errors=True)
-    return _exit_like(returncode)
+    if stopped_by is not None:  # a Ctrl-C or SIGTERM during the --verify run: die by it, as during the first
+        return _exit_like(-stopped_by)
+    status = _exit_like(returncode)
+    return 2 if status == 0 and not written else status  # a report lost must not read as success
 
 
 def _run_once(command: Sequence[str], env: Dict[str, str], directory: str, interval: float,
@@ -241,23 +248,31 @@ def _report(directory: str, command: Sequence[str], status: Optional[int], sampl
 
 def _report_at_exit(args: argparse.Namespace, directory: str, command: Sequence[str], returncode: int,
                     samples: Sequence[Sample], signals: Optional["_Signals"] = None,
-                    interval: float = diagnosis.DEFAULT_INTERVAL) -> None:
+                    interval: float = diagnosis.DEFAULT_INTERVAL) -> Tuple[bool, Optional[int]]:
     """The report (after the ``--verify`` run, when asked), whatever goes wrong in it: the
-    command's exit status must still come out."""
+    command's exit status must still come out. Returns whether the --output file (if any) was
+    written, and the signal that stopped the ``--verify`` run (SIGINT, SIGTERM, SIGHUP, SIGQUIT
+    arriving then: this process dies by it after the report, as it would during the first run)."""
+    signals = signals or _Signals()
     try:
         report = _report(directory, command, _shell_status(returncode), samples, returncode)
     except Exception as exc:
         _say(f"no report: {type(exc).__name__}: {exc}")
-        return
+        return True, None
+    stopped_by: Optional[int] = None
     if getattr(args, "verify", False):
+        before = len(signals.received)  # any: no fix run (a note says so)
         try:
-            _verify(args, report, command, returncode, signals or _Signals(), interval)
+            _verify(args, report, command, returncode, signals, interval)
         except Exception as exc:  # the first run's report still comes out
             _note(report, f"not verified: {type(exc).__name__}: {exc}")
+        stopped_by = next((number for number in signals.received[before:]
+                           if _signal_name(number) in STOPPING), None)
     try:
-        _output(args, report)
+        return _output(args, report), stopped_by
     except Exception as exc:
         _say(f"no report: {type(exc).__name__}: {exc}")
+        return True, stopped_by
 
 
 # -- --verify: the command again, with the named fixes ------------------------------------------
@@ -395,18 +410,18 @@ def _interim(directory: str, command: Sequence[str], samples: Sequence[Sample],
     streams.write(sys.stderr, f"-- interim report ({title}) --\n{text}\n\n")
 
 
-def _output(args: argparse.Namespace, report: Any) -> None:
+def _output(args: argparse.Namespace, report: Any) -> bool:
     """The files first (--output, --plot), then the text to stderr and the JSON to stdout, where
     a reader gone (``2>&1 | head``) or a stream closed loses only what was for it. Each failure
-    is said, not raised."""
+    is said, not raised; False where the --output file could not be written."""
     data = report.to_dict()  # with "verification", the --verify run's figures
+    written = True
     if args.output is not None:
         try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                json.dump(data, out, indent=2)
-                out.write("\n")
-        except OSError as exc:  # checked at the start: the disk filled up, the folder went
-            _say(f"cannot write --output {args.output}: {exc}")
+            files.write_atomically(args.output, json.dumps(data, indent=2) + "\n")
+        except OSError as exc:  # checked at the start: the disk filled up, a file-size limit, the folder went
+            _say(f"cannot write --output {args.output}: {exc}; a previous file there is left as it was")
+            written = False
     if args.plot is not None:
         try:
             report.plot(args.plot)
@@ -417,3 +432,4 @@ def _output(args: argparse.Namespace, report: Any) -> None:
     if args.json and args.output is None:
         # On a line of its own: the command's last line may lack its newline ("progress 100%").
         streams.write(sys.stdout, f"\n{json.dumps(data)}\n")
+    return written

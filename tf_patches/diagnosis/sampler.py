@@ -24,7 +24,7 @@ import threading
 import time
 from typing import Any, Dict, List, Optional
 
-from ..core import importhook
+from ..core import files, importhook
 from ..core.memory import resident_bytes as rss_bytes  # by this name since 0.2 (diagnosis.command reads it)
 from .collection import CollectionWatch
 from .heap import heap, in_use_and_held
@@ -293,11 +293,8 @@ class Diagnosis:
     def _write(self) -> None:
         if not self._write_to or self._armed_at is None:  # a process without TF leaves no file
             return
-        try:
-            temporary = f"{self._write_to}.{threading.get_ident()}.tmp"
-            with open(temporary, "w", encoding="utf-8") as out:
-                json.dump(self.snapshot(), out)
-            os.replace(temporary, self._write_to)
+        try:  # whole or not at all: diagnose reads it back (a temporary per write: threads write too)
+            files.write_atomically(self._write_to, json.dumps(self.snapshot()), durable=False)
         except Exception:
             pass  # the command's folder went away: the program must run on
 

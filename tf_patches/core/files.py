@@ -1,0 +1,50 @@
+"""Files tf-patches writes for users (a report, a snapshot it reads back): whole or not at all."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def write_atomically(path: str, text: str, durable: bool = True) -> None:
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file beside it, renamed over it once
+    whole (and, ``durable``, on disk): a disk that fills or a file-size limit leaves the previous
+    file as it was, and no temporary behind. ``OSError`` when it fails. The file keeps the mode
+    of the one it replaces (a new one: 0o666 less the umask, as ``open`` gives); a symbolic link
+    is written through, as ``open`` does."""
+    target = os.path.realpath(path)
+    fd, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
+                                     dir=os.path.dirname(target))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(text)
+            out.flush()
+            if durable:
+                os.fsync(out.fileno())
+        os.chmod(temporary, _mode_for(target))
+        os.replace(temporary, target)
+    except BaseException:
+        try:
+            os.remove(temporary)
+        except OSError:
+            pass
+        raise
+
+
+def _mode_for(target: str) -> int:
+    try:
+        return os.stat(target).st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """This process's umask, read without setting it (``os.umask`` sets it: racy with threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o022
