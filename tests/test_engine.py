@@ -370,3 +370,64 @@ def test_a_patch_cannot_be_named_none():
     with pytest.raises(ValueError, match="cannot be named 'none'"):
         registry.register(module)
     assert "None" not in registry.names()
+
+
+# Calls through what the patches replace (eager: the paths the pooled and released callbacks take).
+THREAD_PROBE = """
+    import json, threading, time
+    import numpy as np
+    import tensorflow as tf
+    import tf_patches
+    from tf_patches.core import context
+
+    x = tf.constant([1.0, 2.0, 3.0, 4.0])
+
+    def calls():
+        tf.py_function(lambda v: v + 1, [x], tf.float32)
+        tf.numpy_function(lambda v: v * 2, [x], tf.float32)
+        list(tf.data.Dataset.from_generator(lambda: iter([1, 2]), output_signature=tf.TensorSpec([], tf.int32)))
+        list(tf.data.Dataset.range(2).map(lambda i: i + tf.random.uniform([], maxval=2, dtype=tf.int64)))
+        tf.random.uniform([2]); tf.random.normal([2], seed=1); tf.random.shuffle(x)
+        tf.signal.rfft(x)
+
+    failures, steps = [], [0]
+
+    def probe(where):
+        try:
+            calls()
+        except Exception as exc:
+            failures.append(f"after setting {where}: {type(exc).__name__}: {exc}")
+
+    real = setattr
+
+    def setattr_then_call(owner, name, value):  # the moment a replacement is live, another thread calls
+        real(owner, name, value)
+        if name in seen:  # the same function bound in another module: one round per name and phase
+            return
+        seen.add(name)
+        steps[0] += 1
+        thread = threading.Thread(target=probe, args=(f"{getattr(owner, '__name__', type(owner).__name__)}.{name}",))
+        thread.start()
+        thread.join()
+
+    calls()  # warm: first-call work is not what is tested
+    context.setattr, seen = setattr_then_call, set()
+    rows = tf_patches.apply_all(deterministic=True).rows
+    seen.clear()
+    tf_patches.revert_all()
+    del context.setattr
+    print(json.dumps({"steps": steps[0], "failures": failures[:5],
+                      "applied": [row.name for row in rows if row.status == "applied"]}))
+"""
+
+
+def test_callers_in_other_threads_meet_no_half_installed_replacement():
+    """Issue 32 (2): eager_py_function put its token source into TF's registry before it assigned
+    the original that source falls back on; a tf.py_function from another thread in between
+    raised TypeError: 'NoneType' object is not callable (7 of 20 stress runs). Here, in a fresh
+    process on real TF, each attribute a patch sets (on apply and on revert) is followed by a
+    round of calls from another thread through what the patches replace: none may fail."""
+    result = run_fresh(THREAD_PROBE, timeout=600)
+    assert result["failures"] == [], result["failures"]
+    assert {"eager_py_function", "from_generator_release", "py_func_release"} <= set(result["applied"])
+    assert result["steps"] >= 2 * len(result["applied"])

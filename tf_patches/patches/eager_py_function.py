@@ -79,7 +79,9 @@ def install(ctx: PatchContext) -> str:
     registry = script_ops._py_funcs
     pending = _Pending()
     free: List[str] = []  # tokens not in use; one per concurrent (or nested) call at most
-    next_unique_token = None  # the bound method replace_attribute returns, below
+    # What the replacements fall back on, read before either is installed: a tf.py_function
+    # from another thread may reach them the moment they are (issue 32: 'NoneType' not callable).
+    next_unique_token = registry._next_unique_token
     original = script_ops.eager_py_func
 
     def next_token() -> str:
@@ -111,8 +113,7 @@ def install(ctx: PatchContext) -> str:
                 release_from_graph(ops.get_default_graph(), callback)
             free.append(token)
 
-    # The very object the journal keeps as the original (a bound method is new at each read).
-    next_unique_token = ctx.replace_attribute(registry, "_next_unique_token", next_token)
+    ctx.replace_attribute(registry, "_next_unique_token", next_token)
     bindings = ctx.replace_everywhere(script_ops, "eager_py_func", eager_py_func, api_only=True)
     ctx.on_revert("pooled py_function tokens", free.clear)
     return (

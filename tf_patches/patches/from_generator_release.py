@@ -56,7 +56,8 @@ def install(ctx: PatchContext) -> str:
     ops = tf_module("python.framework.ops")
     registry = script_ops._py_funcs
     registered = _Registered()
-    insert = None  # the bound method replace_attribute returns, below
+    # Read before it is replaced: another thread may call the replacement the moment it is installed.
+    insert = registry.insert
     original = from_generator_op._from_generator
 
     def insert_and_note(func):
@@ -85,8 +86,7 @@ def install(ctx: PatchContext) -> str:
             weakref.finalize(dataset._variant_tensor, owned.clear).atexit = False
         return dataset
 
-    # The very object the journal keeps as the original (a bound method is new at each read).
-    insert = ctx.replace_attribute(registry, "insert", insert_and_note)
+    ctx.replace_attribute(registry, "insert", insert_and_note)
     ctx.replace_attribute(from_generator_op, "_from_generator", _from_generator)
     return (
         "from_generator's py-func callbacks live as long as its dataset's variant tensor, "
