@@ -101,9 +101,14 @@ class ReproReport:
         if self.causes:
             warn_only = self.repeatable
             lines.append("warning: the runs are identical, but:" if warn_only else "why (earliest first):")
+            named = set()
             for number, cause in enumerate(self.causes, start=1):
                 where = f" at {cause.where}" if cause.where else ""
                 seen = f" (run {', '.join(map(str, cause.runs))})" if cause.runs and len(cause.runs) < len(self.runs) else ""
+                if cause.name in named:  # the same trap at another line: said once above
+                    lines.append(f"  {number}. {cause.name}{where}{seen}: the same")
+                    continue
+                named.add(cause.name)
                 lines.append(f"  {number}. {cause.name}{where}{seen}: {cause.explanation}")
                 fix = cause.fix
                 if cause.run_flags:
