@@ -33,6 +33,27 @@ def arm_from_environment() -> None:
         return
     _armed = True
     atexit.register(write)
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_forked)
+
+
+class _Anchor:
+    """What multiprocessing's after-fork registry holds weakly (it needs an object)."""
+
+
+_anchor = _Anchor()
+
+
+def _forked() -> None:
+    """A forked multiprocessing worker ends with ``os._exit`` (no ``atexit``) after running its
+    finalizers: one of them writes this process's evidence. Registered after fork, since the
+    worker clears the finalizers it inherited before it runs the after-fork hooks."""
+    util = sys.modules.get("multiprocessing.util")
+    if util is not None:
+        try:
+            util.register_after_fork(_anchor, lambda _: util.Finalize(None, write, exitpriority=0))
+        except Exception:
+            pass
 
 
 def write() -> None:
