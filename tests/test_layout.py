@@ -220,6 +220,17 @@ def test_importing_the_package_imports_neither_tensorflow_nor_packaging():
     assert loaded == []
 
 
+def test_apply_all_before_import_tensorflow_imports_no_logging():
+    """Rows pending, nothing logged: the logger is looked up at its first message (issue 31)."""
+    loaded = run_fresh("""
+        import json, sys
+        import tf_patches
+        tf_patches.apply_all()
+        print(json.dumps([name for name in ("tensorflow", "logging") if name in sys.modules]))
+    """)
+    assert loaded == []
+
+
 def test_layers_are_named_from_the_tree():
     names = ("core.engine", "patches._py_funcs", "diagnosis.sampler", "demo", "cli", "ray", "_version")
     assert [layer(f"{PACKAGE}.{name}") for name in names] == [

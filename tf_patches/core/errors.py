@@ -1,9 +1,26 @@
 """Exception and warning classes, so users can catch or filter what tf-patches says."""
 
-import logging
 import reprlib
 
-logger = logging.getLogger("tf_patches")
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
+if TYPE_CHECKING:
+    import logging
+
+
+class _Logger:
+    """``logging.getLogger("tf_patches")``, looked up at the first message: ``logging`` costs a few
+    milliseconds to import, and ``apply_all()`` before ``import tensorflow`` (rows pending) logs
+    nothing (issue 31). TensorFlow imports ``logging`` itself."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name: str) -> object:
+        import logging
+
+        return getattr(logging.getLogger("tf_patches"), name)
+
+
+logger: "logging.Logger" = _Logger()  # type: ignore[assignment]
 
 
 class TfPatchesWarning(UserWarning):
