@@ -431,3 +431,32 @@ def test_callers_in_other_threads_meet_no_half_installed_replacement():
     assert result["failures"] == [], result["failures"]
     assert {"eager_py_function", "from_generator_release", "py_func_release"} <= set(result["applied"])
     assert result["steps"] >= 2 * len(result["applied"])
+
+
+def test_the_first_apply_all_from_many_threads_imports_the_engine_once():
+    """Issue 32 (3): threads calling tf_patches.apply_all at once each ran the lazy import
+    (tf_patches.__getattr__ -> import_module) while others already cycled patches; a SIGSEGV in
+    TF's op dispatcher was seen in 2 of 18 stress runs, only then. Now one thread imports, under
+    one lock, and the others take what it bound (fresh process: the package not yet resolved)."""
+    result = run_fresh("""
+        import importlib, json, threading
+        import tf_patches
+
+        calls, real = [], importlib.import_module
+        importlib.import_module = lambda name, *rest: calls.append(name) or real(name, *rest)
+        barrier = threading.Barrier(8)
+        got = []
+
+        def first_call():
+            barrier.wait()
+            got.append(tf_patches.apply_all)
+
+        threads = [threading.Thread(target=first_call) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        print(json.dumps({"imports": calls.count("tf_patches.core.engine"), "same": len({id(f) for f in got}),
+                          "calls": len(got)}))
+    """)
+    assert result == {"imports": 1, "same": 1, "calls": 8}

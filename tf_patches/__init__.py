@@ -5,6 +5,8 @@ package never imports TensorFlow, and loads its own modules only when a name is 
 that a process tree auto-patched at start-up pays almost nothing where it never touches TF.
 """
 
+import _thread
+
 from ._version import __version__
 
 _EXPORTS = {
@@ -54,9 +56,15 @@ def __getattr__(name: str) -> object:
     if module is None:
         raise AttributeError(f"module 'tf_patches' has no attribute {name!r}")
 
-    value = getattr(importlib.import_module(f"tf_patches.{module}"), name)
-    globals()[name] = value
-    return value
+    # One thread imports, the others wait and take what it bound: the first apply_all() from
+    # several threads imports the engine once, before any patch is touched (issue 32).
+    with _import_lock:
+        if name not in globals():
+            globals()[name] = getattr(importlib.import_module(f"tf_patches.{module}"), name)
+    return globals()[name]
+
+
+_import_lock = _thread.RLock()  # _thread: built in, costs no import at start-up
 
 
 def __dir__() -> list:
