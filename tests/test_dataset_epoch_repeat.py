@@ -61,7 +61,9 @@ def augment(i):
 def iterations():
     mapped = tf.data.Dataset.range(4).map(augment)  # MAP
     shuffled = tf.data.Dataset.range(4).map(lambda i: tf.random.shuffle(tf.range(6)))  # SHUFFLE
-    return {"mapped": [flat(mapped) for _ in range(3)], "shuffled": [flat(shuffled) for _ in range(3)]}
+    op_seed = tf.data.Dataset.range(2).map(lambda i: tf.random.uniform([], seed=5))  # OPSEED
+    return {"mapped": [flat(mapped) for _ in range(3)], "shuffled": [flat(shuffled) for _ in range(3)],
+            "op_seed": [flat(op_seed) for _ in range(2)]}
 
 def fit():
     data = tf.data.Dataset.range(8).map(lambda i: (tf.image.random_flip_left_right(tf.reshape(tf.range(4.0), [2, 2, 1])) + tf.random.uniform([2, 2, 1]), 1.0)).batch(4)  # FIT
@@ -80,6 +82,11 @@ def quiet():
     out["generator_differs"] = flat(drawn) != flat(drawn)
     stateless = tf.data.Dataset.range(4).map(lambda i: tf.random.stateless_uniform([], [1, i]))
     flat(stateless), flat(stateless)
+    repeated = tf.data.Dataset.range(8).map(lambda i: (tf.random.uniform([2]), 1.0)).batch(4).repeat()
+    model = keras.Sequential([keras.layers.Dense(1, kernel_initializer="ones")])
+    model.compile(keras.optimizers.SGD(0.0), "mse")
+    losses = model.fit(repeated, epochs=2, steps_per_epoch=2, verbose=0).history["loss"]
+    out["one_iterator_continues"] = losses[0] != losses[1]
     if KERAS3:
         flip = keras.layers.RandomFlip(seed=3)
         flipped = tf.data.Dataset.range(4).map(lambda i: flip(tf.reshape(tf.range(4.0), [1, 2, 2, 1]), training=True))
@@ -110,7 +117,7 @@ out["rows"] = {row.name: row.reason for row in tf_patches.report()} if mode != "
 print(json.dumps(out))
 '''
 STACKS = {"tf.keras": {"TF_USE_LEGACY_KERAS": None}, "tf_keras": {"TF_USE_LEGACY_KERAS": "1"}}
-MARKERS = ("MAP", "SHUFFLE", "FIT", "PARALLEL", "AUTOTUNE")
+MARKERS = ("MAP", "SHUFFLE", "OPSEED", "FIT", "PARALLEL", "AUTOTUNE")
 
 
 def _lines():
@@ -150,6 +157,7 @@ def test_stock_repeats_each_iteration_and_parallel_maps_differ(runs):
     stock = done[("stock", "tf.keras")][0]
     mapped, shuffled = stock["iterations"]["mapped"], stock["iterations"]["shuffled"]
     assert mapped[0] == mapped[1] == mapped[2] and shuffled[0] == shuffled[1] == shuffled[2]
+    assert stock["iterations"]["op_seed"][0] == stock["iterations"]["op_seed"][1]
     assert stock["fit"][0] == stock["fit"][1] == stock["fit"][2]  # every epoch, epoch 1's data
     assert stock["parallel"] >= 1  # of 5 iterations against the first (7 of 7 differed, measured here)
     assert stock["unseeded"]  # without a seed, stock differs every iteration
@@ -165,7 +173,9 @@ def test_warn_names_the_map_line_and_changes_no_value(runs):
     if ("warn", "tf_keras") in done:
         warns.append(("tf_keras", done[("warn", "tf_keras")][0]))
     for stack, warn in warns:
-        assert _sites(warn, "iterations", "dataset_epoch_repeat") == [[path, lines["MAP"]], [path, lines["SHUFFLE"]]], stack
+        # An explicit op seed repeats as the global seed does (stock, above): warned about too.
+        assert _sites(warn, "iterations", "dataset_epoch_repeat") == [
+            [path, lines["MAP"]], [path, lines["SHUFFLE"]], [path, lines["OPSEED"]]], stack
         assert _sites(warn, "fit", "dataset_epoch_repeat") == [[path, lines["FIT"]]], stack
         assert _sites(warn, "quiet", "dataset_epoch_repeat") == [], stack
         assert _sites(warn, "unseeded", "dataset_epoch_repeat") == [], stack
