@@ -49,7 +49,8 @@ def kind(path: str) -> str:
         return "hdf5"
     if path.endswith(".keras"):
         return "keras"
-    if os.path.exists(path + ".index") or (os.path.isdir(path) and os.path.exists(os.path.join(path, "checkpoint"))):
+    if os.path.exists(path + ".index") or (
+            os.path.isdir(path) and glob.glob(os.path.join(glob.escape(path), "**", "*.index"), recursive=True)):
         return "checkpoint"
     return "bytes"
 
@@ -94,7 +95,7 @@ def compare(path: str, first: Optional[str], other: Optional[str], run: int,
                               "missing" if other is None else "written", f"{path} was not written by {missing}")
     if _same_bytes(first, other):
         return None
-    how = kind(first if not os.path.isdir(first) else path)
+    how = kind(first)  # the copy keeps the names: a checkpoint's prefix, a folder's files
     if how in ("hdf5", "keras") and importlib.util.find_spec("h5py") is None:
         if notes is not None:
             notes.append(f"{path}: h5py is not installed, compared byte for byte (HDF5 records times: "
@@ -132,13 +133,25 @@ def array_difference(a: Any, b: Any) -> Optional[Tuple[Optional[Tuple[int, ...]]
             f"is {a.dtype}{list(a.shape)} in run 1 but {b.dtype}{list(b.shape)} in the other"
     if a.dtype == object:
         return (None, repr(a), repr(b), "differs") if repr(a) != repr(b) else None
+    found = first_bit_difference(a, b)
+    if found is None:
+        return None
+    index, count = found
+    return index, value(a, index), value(b, index), \
+        f"({a.dtype}{list(a.shape)}) differs at index {index}; {count:,} of {a.size:,} elements differ"
+
+
+def first_bit_difference(a: Any, b: Any) -> Optional[Tuple[Tuple[int, ...], int]]:
+    """(the first index at which two arrays of one dtype and shape differ bit for bit, how many
+    elements differ), or None. Bytes, not values: NaN == NaN is False and 0.0 == -0.0 is True, but
+    neither pair is bit-identical."""
+    import numpy as np
+
     mask = (a.reshape(a.shape + (1,)).view(np.uint8) != b.reshape(b.shape + (1,)).view(np.uint8)).any(axis=-1)
     count = int(mask.sum())
     if not count:
         return None
-    index = tuple(int(i) for i in np.argwhere(mask)[0])
-    return index, value(a, index), value(b, index), \
-        f"({a.dtype}{list(a.shape)}) differs at index {index}; {count:,} of {a.size:,} elements differ"
+    return tuple(int(i) for i in np.argwhere(mask)[0]), count
 
 
 def value(array: Any, index: Tuple[int, ...]) -> str:
@@ -163,13 +176,13 @@ def arrays(path: str, how: str) -> Named:
             for key in data.files:
                 yield key, data[key]
     elif how == "hdf5":
-        yield from _hdf5_arrays(path)
+        yield from hdf5_arrays(path)
     elif how == "keras":  # a zip: the weights (HDF5) and the config; metadata.json holds the save date
         with zipfile.ZipFile(path) as archive:
             names = archive.namelist()
             for name in names:
                 if name.endswith(".h5"):
-                    yield from ((f"{name}:{key}", array) for key, array in _hdf5_arrays(io.BytesIO(archive.read(name))))
+                    yield from ((f"{name}:{key}", array) for key, array in hdf5_arrays(io.BytesIO(archive.read(name))))
                 elif name != "metadata.json":
                     yield name, np.frombuffer(archive.read(name), dtype=np.uint8)
     elif how == "checkpoint":
@@ -179,8 +192,9 @@ def arrays(path: str, how: str) -> Named:
             yield "bytes", np.frombuffer(handle.read(), dtype=np.uint8)
 
 
-def _hdf5_arrays(source: Any) -> Named:
-    import h5py
+def hdf5_arrays(source: Any) -> Named:
+    """The datasets of an HDF5 file (a path or a file object), by their path in it."""
+    import h5py  # Keras depends on it: present wherever Keras saved the file
 
     found: List[Tuple[str, Any]] = []
     with h5py.File(source, "r") as handle:

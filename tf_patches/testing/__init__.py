@@ -276,7 +276,7 @@ def _load_fingerprint(path: str) -> Dict[str, Any]:
 
 
 def _compare(first: Mapping[str, Any], other: Mapping[str, Any], run: int) -> List[Difference]:
-    import numpy as np
+    from ..repro.datafiles import first_bit_difference, value  # repro compares files the same way
 
     found = []
     for name in [*first, *(n for n in other if n not in first)]:
@@ -289,26 +289,14 @@ def _compare(first: Mapping[str, Any], other: Mapping[str, Any], run: int) -> Li
             found.append(Difference(run, name, f"{name!r} is {a.dtype}{list(a.shape)} in run 1 "
                                                f"but {b.dtype}{list(b.shape)} in run {run}"))
             continue
-        # Bytes, not values: NaN == NaN is False and 0.0 == -0.0 is True, but neither is bit-identical.
-        mask = (a.reshape(a.shape + (1,)).view(np.uint8) != b.reshape(b.shape + (1,)).view(np.uint8)).any(axis=-1)
-        count = int(mask.sum())
-        if count:
-            index = tuple(int(i) for i in np.argwhere(mask)[0])
+        differs = first_bit_difference(a, b)
+        if differs is not None:
+            index, count = differs
             found.append(Difference(run, name, f"run {run} differs from run 1 in {name!r} "
-                                               f"({a.dtype}{list(a.shape)}) at index {index}: {_value(a, index)} "
-                                               f"in run 1, {_value(b, index)} in run {run}; {count:,} of "
+                                               f"({a.dtype}{list(a.shape)}) at index {index}: {value(a, index)} "
+                                               f"in run 1, {value(b, index)} in run {run}; {count:,} of "
                                                f"{a.size:,} elements differ"))
     return found
-
-
-def _value(array: Any, index: Tuple[int, ...]) -> str:
-    import numpy as np
-
-    value = array[index]
-    text = repr(value.item())
-    if array.dtype.kind == "f":  # two floats can print alike and still differ in their last bits
-        text += f" (bits 0x{np.array(value, dtype=array.dtype.newbyteorder('>')).tobytes().hex()})"
-    return text
 
 
 def _name(fn: Any) -> str:

@@ -134,13 +134,9 @@ def _read_output(path: str) -> Named:
 
 
 def _h5_arrays(source: Any, label: str) -> Named:
-    import h5py  # Keras depends on it: present wherever Keras saved the file
+    from ..repro.datafiles import hdf5_arrays  # repro reads them the same way
 
-    found: List[Tuple[str, Any]] = []
-    with h5py.File(source, "r") as handle:
-        handle.visititems(lambda key, obj: found.append((f"{label}:{key}", obj[()]))
-                          if isinstance(obj, h5py.Dataset) else None)
-    yield from found
+    yield from ((f"{label}:{key}", array) for key, array in hdf5_arrays(source))
 
 
 def _save(out: str, arrays: List[Tuple[str, Any]]) -> None:
