@@ -266,3 +266,29 @@ def test_parallel_random_map_named_at_its_line_and_verify_makes_it_repeatable(tm
     assert verification["verdict"] == "repeatable", verification
     assert verification["command"][:3] == ["tf-patches", "run", "--deterministic"]
     assert "--verify: tf-patches run --deterministic -- " in result.stderr
+
+
+def test_hdf5_by_array_and_by_bytes_without_h5py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    h5py = pytest.importorskip("h5py")
+    import numpy as np
+
+    from tf_patches.repro import datafiles
+
+    paths = []
+    for run, last in ((1, 0.5), (2, 0.25)):
+        path = tmp_path / f"run{run}.weights.h5"
+        with h5py.File(path, "w") as handle:
+            handle.create_dataset("dense/kernel", data=np.array([[1.0, 2.0], [3.0, last]], dtype=np.float32))
+            handle.create_dataset("dense/bias", data=np.zeros(2, dtype=np.float32))
+        paths.append(str(path))
+    found = datafiles.compare("model.weights.h5", paths[0], paths[1], 2)
+    assert (found.array, found.index) == ("dense/kernel", (1, 1))
+    assert found.first.startswith("0.5 (bits 0x3f000000)") and found.other.startswith("0.25 (bits 0x3e800000)")
+    assert datafiles.compare("model.weights.h5", paths[0], paths[0], 2) is None
+    real_find_spec = datafiles.importlib.util.find_spec
+    monkeypatch.setattr(datafiles.importlib.util, "find_spec",
+                        lambda name, *args: None if name == "h5py" else real_find_spec(name, *args))
+    notes: List[str] = []
+    found = datafiles.compare("model.weights.h5", paths[0], paths[1], 2, notes)
+    assert found.array is None and "differs byte for byte" in found.message
+    assert notes and "h5py is not installed, compared byte for byte" in notes[0]
