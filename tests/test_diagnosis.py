@@ -15,6 +15,7 @@ added by a growing Session loop, ≈250 KiB per Keras 2 predict, 16–34 B per e
 
 from __future__ import annotations
 
+import gc
 import importlib.metadata
 import json
 import os
@@ -42,6 +43,7 @@ SEED = "seed_kernel_cache"
 GRAPH = "graph_growth_guard"
 PY_FUNCTION = "eager_py_function"
 GENERATOR = "from_generator_release"
+PY_FUNC_RELEASE = "py_func_release"
 CUSTOM_GRADIENT = "custom_gradient_registry"
 KERAS2 = "keras2_predict_loop"
 RFFT = "rfft_guard"
@@ -84,7 +86,7 @@ def applies(name: str) -> bool:
         return (2, 12) <= release < (2, 17) and sys.version_info >= (3, 11)
     if name == CUSTOM_GRADIENT:
         return (2, 14) <= release < (2, 22)
-    if name == GENERATOR:
+    if name in (GENERATOR, PY_FUNC_RELEASE):
         return (2, 12) <= release < (2, 22)
     return True
 
@@ -192,6 +194,21 @@ def generator_datasets(n: int = 10) -> Callable[[], None]:
     return program
 
 
+def traced_py_functions(n: int = 10) -> Callable[[], None]:
+    def program() -> None:
+        import tensorflow as tf
+
+        for i in range(n):  # a dataset and a tf.function rebuilt, each tracing one callback
+            if i % 2:
+                list(tf.data.Dataset.range(2).map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64)))
+            else:
+                tf.function(lambda x: tf.numpy_function(lambda v: v * 2, [x], tf.float32))(tf.constant(1.0))
+        # Their graphs are cycles, gone at a collection: a longer loop's own; here one, at the end.
+        gc.collect()
+
+    return program
+
+
 def custom_gradient_traces(n: int = 40) -> Callable[[], None]:
     def program() -> None:
         import tensorflow as tf
@@ -276,6 +293,7 @@ PROGRAMS: Dict[str, Tuple[Callable[[], None], int]] = {  # program, the count it
     SEED: (seeded_draws(300), 300),
     PY_FUNCTION: (py_function_calls(100), 100),
     GENERATOR: (generator_datasets(10), 10),
+    PY_FUNC_RELEASE: (traced_py_functions(10), 10),
     CUSTOM_GRADIENT: (custom_gradient_traces(40), 40),
     GRAPH: (growing_session(60), 150),  # 3 ops in each of the 50 runs after the 10 of warm-up
     KERAS2: (keras_predicts(12), 12),
@@ -434,6 +452,8 @@ def _watched_attributes() -> List[Tuple[Any, str]]:
     if applies(GENERATOR):
         attributes.append((tf_module("python.data.ops.from_generator_op"), "_from_generator"))
         attributes.append((tf_module("python.ops.script_ops")._py_funcs, "insert"))  # an instance's
+    if applies(PY_FUNC_RELEASE):
+        attributes.append((tf_module("python.ops.script_ops"), "_internal_py_func"))
     if applies(KERAS2):
         attributes.append((keras2_predict_loop.adapter_module().TensorLikeDataAdapter, "slice_inputs"))
     return attributes
@@ -638,7 +658,7 @@ def test_version_specific_signatures_are_not_armed_elsewhere(measured):
     """The fresh process's own diagnoses say which signatures were armed and which skipped."""
     armed = measured["seed_kernel_cache"]["signatures"]
     skipped = measured["seed_kernel_cache"]["skipped"]
-    for name in (KERAS2, PY311, CUSTOM_GRADIENT, GENERATOR):
+    for name in (KERAS2, PY311, CUSTOM_GRADIENT, GENERATOR, PY_FUNC_RELEASE):
         assert (name in armed) == applies(name) and (name in skipped) != applies(name), (name, armed, skipped)
     assert RFFT in skipped and RFFT not in armed
 

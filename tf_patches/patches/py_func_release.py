@@ -31,6 +31,7 @@ the function's graph; TF says "Could not find callback").
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 import time
 import weakref
@@ -145,10 +146,12 @@ def install(ctx: PatchContext) -> str:
         return result
 
     def __init__(self, *args, **kwargs):
-        original_init(self, *args, **kwargs)
+        if not ctx.active:
+            return original_init(self, *args, **kwargs)
+        result = original_init(self, *args, **kwargs)
         variant = getattr(self, "_variant_tensor_attr", None)
-        if not ctx.active or not isinstance(variant, eager_tensor):
-            return
+        if not isinstance(variant, eager_tensor):
+            return result
         # A tf.function's capture, an iterator or a derived dataset may hold the variant tensor
         # (which runs the functions) after this object and its graphs are gone: the callbacks,
         # and the input datasets' variants (which keep theirs), stay until the variant dies.
@@ -160,6 +163,7 @@ def install(ctx: PatchContext) -> str:
         if kept:
             carrying[id(variant)] = variant
             weakref.finalize(variant, kept.clear).atexit = False
+        return result
 
     ctx.replace_attribute(script_ops, "_internal_py_func", _internal_py_func)
     ctx.replace_attribute(dataset_ops.DatasetV2, "__init__", __init__)
@@ -178,6 +182,18 @@ SIGNATURE = Signature(unit="traced py_function callbacks kept after their datase
                                 'or call); keep what the callback captures small (pass data as tensors); '
                                 'or call `tf.keras.backend.clear_session()` between rebuilds'),
                       upstream_fix='fixed in TensorFlow 2.22 (pull request 123530)')
+
+
+def _in_from_generator() -> bool:
+    """Whether ``Dataset.from_generator`` is on this thread's stack (its three callbacks are
+    traced py-funcs too: counted once, by from_generator_release's probe, whose fix is theirs)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "_from_generator" and code.co_filename.endswith("from_generator_op.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 class KeptTracedCallbacks(Probe):
@@ -204,7 +220,7 @@ class KeptTracedCallbacks(Probe):
                 return original(*args, **kwargs)
             chain, outer = tracing.graphs()
             result = original(*args, **kwargs)
-            if chain:
+            if chain and not _in_from_generator():  # from_generator_release's probe counts those
                 callback = registered_callback(result, registry)
                 if callback is not None:
                     self.sites.hit()  # where it is traced: what is kept when its graphs go
