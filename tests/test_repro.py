@@ -47,7 +47,8 @@ NOISY = r"""
     sys.stdout.write("\b" * 10 + f"\r8/8 [====] - {time.perf_counter() - start:.0f}s "
                      f"{(time.perf_counter() - start) * 1000:.1f}ms/step - loss: {random.random():.4f}\n")
     print("\x1b[1mEpoch 1/1\x1b[0m started", time.ctime(), "and", time.strftime("%Y-%m-%d %H:%M:%S"))
-    print("pid", os.getpid(), "object", object(), "scratch", tempfile.mkdtemp())
+    with tempfile.TemporaryDirectory() as scratch:
+        print("pid", os.getpid(), "object", object(), "scratch", scratch)
     print("100%%|#####| 10/10 [00:01<00:00, %.2fit/s]" % (10 / (time.perf_counter() - start + 1e-9)))
     print("took %.3f seconds" % (time.perf_counter() - start))
     print(subprocess.run([sys.executable, "-c", "import os; print('child', os.getpid())"],
@@ -120,7 +121,8 @@ def test_ignore_masks_what_the_user_names(tmp_path: Path) -> None:
     assert testing.repro([PYTHON, script], ignore=[r"run [0-9a-f]{32}"]).verdict == "repeatable"
 
 
-def test_compare_names_the_array_index_and_both_values(tmp_path: Path) -> None:
+def test_compare_names_the_array_index_and_both_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the function form runs the command here
     script = _script(tmp_path, "arrays.py", ARRAYS)
     result = _repro(tmp_path, "--json", "--compare", "a.npy", "--compare", "b.npz", "--", PYTHON, script)
     assert result.returncode == 1, result.stderr
@@ -137,7 +139,8 @@ def test_compare_names_the_array_index_and_both_values(tmp_path: Path) -> None:
     assert "repeatable: 2 runs identical (stdout 1 line, 2 files)" in seeded.stderr
 
 
-def test_a_file_left_over_from_run_1_is_not_run_2s(tmp_path: Path) -> None:
+def test_a_file_left_over_from_run_1_is_not_run_2s(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
     script = _script(tmp_path, "once.py", """
         import os
         import numpy as np
