@@ -35,6 +35,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from itertools import repeat
+from operator import is_
 from types import FunctionType, ModuleType
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
@@ -320,17 +322,17 @@ def _bindings(target: Any, where: Optional[Callable[[str], bool]] = None) -> Lis
     """Every (module name, module, attribute) of a loaded module bound to ``target`` (of the
     modules whose name ``where`` accepts, if given).
 
-    TF has some 3,000 modules: each namespace is first searched at C speed for the target's id
-    (ints compared, so never an object's own ``==``, which for a NumPy array raises; 1.5x faster
-    than ``map(is_, …)``), and only the few that hold ``target`` are walked in Python.
+    TF has some 3,000 modules (≈120,000 names with Keras): each namespace is first searched at C
+    speed for the target itself (``is``, never an object's own ``==``, which for a NumPy array
+    raises; ≈1.6x faster than comparing ``map(id, …)``, which makes an int per value: 8 ms against
+    13 on TF 2.21, 11 against 18 on 2.12), and only the few that hold ``target`` are walked in Python.
     """
     found = []
-    wanted = id(target)
     for module_name, module in list(sys.modules.items()):
         if where is not None and not where(module_name):
             continue
         namespace = getattr(module, "__dict__", None)
-        if type(namespace) is not dict or wanted not in map(id, namespace.values()):
+        if type(namespace) is not dict or not any(map(is_, repeat(target), namespace.values())):
             continue
         found.extend((module_name, module, name) for name, value in list(namespace.items())
                      if value is target)
