@@ -23,7 +23,7 @@ PYTHON="${PYTHON:-python3}"
 # Tests that must pass on the oldest TF too: gates, engine, and the patches gated on it.
 OLDEST_TESTS=(tests/test_gate.py tests/test_options.py tests/test_engine.py tests/test_seed_kernel_cache.py tests/test_op_determinism.py
               tests/test_graph_growth_guard.py tests/test_v1_graph_seed.py
-              tests/test_from_generator_release.py tests/test_eager_py_function.py
+              tests/test_from_generator_release.py tests/test_py_func_release.py tests/test_eager_py_function.py
               tests/test_keras2_predict_loop.py tests/test_lifecycle.py tests/test_diagnosis.py
               tests/test_replacements.py tests/test_registry_discovery.py tests/test_layout.py
               tests/test_diagnosis_retained.py tests/test_traps.py tests/test_keras_seed.py
