@@ -114,11 +114,14 @@ def remember(wrapper: Any, site: Optional[Site]) -> Optional[SeededDraws]:
 
 
 def draws_of(wrapper: Any) -> Optional[SeededDraws]:
-    """What ``remember`` found for this wrapper (None: nothing, or not traced while installed)."""
+    """What ``remember`` found for this wrapper (None: nothing); a wrapper traced before install
+    is read now, without the line that built it."""
     try:
-        return _draws.get(wrapper)
-    except TypeError:
+        if wrapper in _draws:
+            return _draws[wrapper]
+    except TypeError:  # not weak-referenceable
         return None
+    return remember(wrapper, None)
 
 
 def own_init(cls: type) -> Any:
