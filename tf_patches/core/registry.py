@@ -30,6 +30,7 @@ PATCH_MODULES: Tuple[str, ...] = (
     "eager_py_function",
     "keras2_predict_loop",
     "keras3_predict_loop",
+    "retracing",
     "py311_eager_op_leak",
     "gpu_nondeterministic_ops",
     "dataset_epoch_repeat",

@@ -23,6 +23,11 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 from .context import _MISSING, raw_attribute, restore, tf_module
 
 
+# The options key a diagnosis adds when it checks which probes to arm (spec.check): a signature
+# without a patch (patches/retracing.py) arms its probe only then, and apply_all lists it skipped.
+DIAGNOSING = "__diagnosing__"
+
+
 def by_minor(sizes: Mapping[str, int], default: Optional[int]) -> Callable[[str], Optional[int]]:
     """A unit size measured per TF minor version (``"2.12"``), else ``default`` (None: not
     measured, fitted from RSS by the report)."""

@@ -133,7 +133,7 @@ class Diagnosis:
         from ..core import engine
         from ..core import registry
         from ..core.environment import complete
-        from ..core.signature import EagerExecutions, Installer, Sites
+        from ..core.signature import DIAGNOSING, EagerExecutions, Installer, Sites
         from ..core.sites import locator
 
         env = engine._assumed_or_detected()
@@ -141,6 +141,7 @@ class Diagnosis:
             env = complete(env, module)
         self._tf_version, self._distribution = env.version, env.distribution
         defaults = {option.name: option.default for option in registry.all_options()}
+        defaults[DIAGNOSING] = True  # a signature without a patch arms only here (patches/retracing.py)
         installer = Installer()
         executions = EagerExecutions()
         locate = locator()  # the user's line behind a probe's stack
@@ -149,9 +150,10 @@ class Diagnosis:
             if verdict is False:
                 self._skipped[spec.name] = reason or "not relevant here"
                 continue
-            if spec.advise is not None:
+            advice = spec.advise(env) if spec.advise is not None else ""
+            if advice:  # an advisory with nothing to say before its signature fires adds no condition
                 self._conditions.append({"patch": spec.name, "title": spec.title,
-                                         "advice": spec.advise(env), "issue": spec.issue_url})
+                                         "advice": advice, "issue": spec.issue_url})
             if spec.probe is None or spec.signature is None:
                 continue
             try:
