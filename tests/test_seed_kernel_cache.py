@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import random
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -522,3 +523,35 @@ def test_exact_mode_keeps_at_most_16_bytes_per_fresh_pair_and_forgets_them_at_se
     assert table.advance(epoch, 4, 77, 1) == 0  # another kind: a kernel of its own
     assert table.advance(object(), 3, 77, 1) == 0  # a new global seed: every stream restarts
     assert table.advance(epoch, 5, 1, (1 << 24) - 1) == 0 and table.advance(epoch, 5, 1, 1) is None
+
+
+def test_exact_mode_table_counts_every_pair_under_threads_and_grows_in_place(tf):
+    """Issue 32: the table was unlocked (its pair count drifted by up to 2 % under 8 threads) and
+    grew through a Python list of every word (64 bytes per pair at the peak)."""
+    import tracemalloc
+
+    epoch, pairs = object(), 100_000
+    table = seed_kernel_cache.PairTable()
+    tracemalloc.start()
+    for seed2 in range(pairs):
+        table.advance(epoch, 3, seed2, 1)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak <= 32 * pairs  # the old and the new array at once: ≈27 bytes per pair
+
+    table, shared, own = seed_kernel_cache.PairTable(), 500, 4_000
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads interleave every few bytecodes, as on a busy machine
+
+    def draw(thread: int) -> None:
+        for index in range(own):
+            table.advance(epoch, 3, 1_000_000 * (thread + 1) + index, 1)  # fresh pairs of its own
+            table.advance(epoch, 3, index % shared, 1)  # pairs every thread draws again
+
+    try:
+        with ThreadPoolExecutor(8) as pool:
+            list(pool.map(draw, range(8)))
+    finally:
+        sys.setswitchinterval(switch)
+    assert table._used == 8 * own + shared
+    assert [table.advance(epoch, 3, index, 0) for index in range(shared)] == [8 * own // shared] * shared
