@@ -59,6 +59,9 @@ def flag(value: Any) -> bool:
 
 
 def choice(*values: str) -> Callable[[Any], str]:
+    """One of ``values``, read in any case with spaces around ignored (``" EXACT "`` is
+    ``"exact"``), as :func:`flag` reads its words: the documented contract (README, apply_all)."""
+
     def convert(value: Any) -> str:
         expected = f"expected one of {', '.join(values)}"
         if not isinstance(value, str):
