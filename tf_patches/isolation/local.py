@@ -93,10 +93,13 @@ def run_isolated(fn: Callable[..., T], *args: Any, timeout: Optional[float] = No
     than ``timeout`` seconds (``None`` or a positive number; else ``ValueError``) ends the child
     and raises :class:`IsolatedTimeout`.
 
-    The child leads a session of its own: whatever it starts goes with it. A time-out, Ctrl-C,
-    or a SIGTERM to this process while it waits (from the main thread) ends that whole process
-    group: SIGTERM, ≈2 s of grace, then SIGKILL. A SIGKILL of this process cannot be caught: its
-    child then runs on to its end.
+    The child leads a session of its own: whatever it starts goes with it (so ``os.setsid()`` in
+    ``fn`` fails with EPERM: use ``subprocess.Popen(..., start_new_session=True)``). A time-out,
+    Ctrl-C, or a SIGTERM to this process while it waits (from the main thread) ends that whole
+    process group, and the groups the child's descendants made (a nested ``map_isolated``'s
+    items): SIGTERM, ≈2 s of grace, then SIGKILL. A child that exits on its own is left to exit,
+    and its status is reported as it was. A SIGKILL of this process cannot be caught: its child
+    then runs on to its end.
 
     As with every ``spawn`` start, the child imports the main script again (as ``__mp_main__``):
     a script calling this must keep its work under ``if __name__ == "__main__":``.
