@@ -129,4 +129,6 @@ def _temporary_paths() -> Pattern[str]:
 
 
 def _pids(pids: Sequence[int]) -> Pattern[str]:
-    return re.compile(r"\b(?:" + "|".join(str(pid) for pid in sorted(set(pids), reverse=True)) + r")\b")
+    # A whole number only: not the digits of a float ("0.12345") that happen to be a PID.
+    return re.compile(r"(?<![\w.])(?:" + "|".join(str(pid) for pid in sorted(set(pids), reverse=True))
+                      + r")(?![\w]|\.\d)")

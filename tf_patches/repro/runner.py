@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from ..autoapply import run as autoapply
 from ..autoapply import supervision
 from . import datafiles, evidence
+from .masking import final_lines
 
 EXIT_TIMED_OUT = 124  # as `timeout` says it
 
@@ -57,7 +58,7 @@ class Run:
         return {"run": self.number, "exit_status": self.status,
                 "signal": supervision.signal_name(-self.returncode) if (self.returncode or 0) < 0 else None,
                 "timed_out": self.timed_out, "seconds": round(self.seconds, 3),
-                "stdout_lines": len(self.stdout.splitlines()), "processes": len(self.processes),
+                "stdout_lines": len(final_lines(self.stdout)), "processes": len(self.processes),
                 "trap_events": len(self.events), "notes": list(self.notes)}
 
 
