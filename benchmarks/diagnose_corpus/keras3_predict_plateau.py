@@ -4,7 +4,8 @@ Source: https://github.com/keras-team/keras/issues/13118 (repeatedly calling mod
 results in memory leak); on Keras 3 the growth stops (../shared/FINDINGS.md: +16 to +19 MiB
 from 1,000 to 3,000 calls).
 Reproduces: a Dense(32)-Dense(2) model, ``predict`` on one (8, 10) array 200 times.
-Expected: plateau
+Expected: keras3_predict_loop (named for the set-up: a tf.data pipeline per predict call, ≈17 KiB
+each over the first calls, then flat; the verdict stays "no leak", and the fix removes the rise)
 Venv: .venv
 """
 import numpy as np
