@@ -202,7 +202,7 @@ def traced_py_functions(n: int = 10) -> Callable[[], None]:
             if i % 2:
                 list(tf.data.Dataset.range(2).map(lambda x: tf.py_function(lambda v: v + 1, [x], tf.int64)))
             else:
-                tf.function(lambda x: tf.numpy_function(lambda v: v * 2, [x], tf.float32))(tf.constant(1.0))
+                tf.function(lambda x: tf.numpy_function(lambda v: v + v, [x], tf.float32))(tf.constant(1.0))
         # Their graphs are cycles, gone at a collection: a longer loop's own; here one, at the end.
         gc.collect()
 
