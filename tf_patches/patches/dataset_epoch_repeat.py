@@ -24,20 +24,22 @@ functions it calls) is read once for stateful random ops with fixed seeds
 reads counts one iteration, and the second one warns, at the user's ``.map(`` (or ``filter(``...)
 line. Nothing runs per element.
 
-``"rerandomize"`` (opt-in: it changes numbers): while a dataset function is traced, the seeded
-``RandomUniform``, ``RandomStandardNormal``, ``TruncatedNormal``, ``RandomUniformInt`` and
-``RandomShuffle`` ops it creates are built as their stateless twins fed from a Philox state held in
-a variable (``RngReadAndSkip``: read and advance atomically, as ``tf.random.Generator`` does).
-Before iteration *k* of the dataset the state is set to ``[0, seed2, seed]`` for *k* = 1 (the
-stateful kernel's own start, so iteration 1 draws stock's values: for uniform, normal, truncated
-normal and uniform int bit for bit for every element, for shuffle the first call) and to
-``[0, seed2, key_k]`` with ``key_k`` derived from (seed, seed2, k) by BLAKE2b for *k* ≥ 2: a new
-stream per iteration that depends only on the op's seeds and *k*, the same in every run and process
-(as ``Dataset.random(rerandomize_each_iteration=True)`` draws a new seed pair per iteration). Other
-random ops (``tf.random.categorical``, ``gamma``, ``poisson``...) keep stock's kernels and are still
-warned about. Limits: an iteration inside a ``tf.function`` (``for x in ds`` traced once) does not
-reset the state (its draws continue the stream rather than restarting it); two iterators of one
-dataset alive at once share its state.
+``"rerandomize"`` (opt-in: it changes numbers): while a dataset function is traced, each seeded
+``RandomUniform``, ``RandomStandardNormal``, ``TruncatedNormal`` and ``RandomUniformInt`` op it
+creates is built as the ``tf.random.Generator`` op of the same draw (``StatefulUniform``,
+``StatefulStandardNormalV2``, ``StatefulTruncatedNormal``, ``StatefulUniformInt``) on a Philox
+state variable of its own: those ops read and advance the state in one step, and from the state
+``[0, seed2, seed]`` they draw exactly the stateful kernel's stream, call after call (checked bit
+for bit on TF 2.12 and 2.21, every float and int dtype, scalar and shaped). ``RandomShuffle`` has
+no such op: it reads the state with ``RngReadAndSkip`` and draws with ``StatelessShuffle``. Before
+iteration *k* of the dataset the state is set to ``[0, seed2, seed]`` for *k* = 1 (stock's values;
+for shuffle, its first call) and to ``[0, seed2, key_k]`` with ``key_k`` derived from (seed,
+seed2, k) by BLAKE2b for *k* ≥ 2: a new stream per iteration that depends only on the op's seeds
+and *k*, the same in every run and process (as ``Dataset.random(rerandomize_each_iteration=True)``
+draws a new seed pair per iteration). Other random ops (``tf.random.categorical``, ``gamma``,
+``poisson``...) keep stock's kernels and are still warned about. Limits: an iteration inside a
+``tf.function`` (``for x in ds`` traced once) does not reset the state (its draws continue the
+stream rather than restarting it); two iterators of one dataset alive at once share its state.
 """
 
 from __future__ import annotations
@@ -78,16 +80,15 @@ TRAP = traps.Trap(
 LIFECYCLE_OPTIONS = {NAME: "rerandomize"}  # the defaults install it too; this also replaces the op wrappers
 
 PHILOX = 1  # RNG_ALG_PHILOX: the stateful kernels' algorithm
-# The stateful op wrappers rerandomize replaces: (gen_random_ops function, its stateless twin in
-# gen_stateless_random_ops_v2, the wrapper's parameters before seed/seed2/name, the stream's skip
-# per call in RngReadAndSkip units of 256 128-bit blocks ("elements": the stateful kernel reserves
-# 256 blocks per element; 1: RandomShuffle's few blocks rounded up)).
-_TWINS: Tuple[Tuple[str, str, Tuple[str, ...], str], ...] = (
-    ("random_uniform", "stateless_random_uniform_v2", ("shape", "dtype"), "elements"),
-    ("random_standard_normal", "stateless_random_normal_v2", ("shape", "dtype"), "elements"),
-    ("truncated_normal", "stateless_truncated_normal_v2", ("shape", "dtype"), "elements"),
-    ("random_uniform_int", "stateless_random_uniform_int_v2", ("shape", "minval", "maxval"), "elements"),
-    ("random_shuffle", "stateless_shuffle", ("value",), "one"),
+# The stateful op wrappers rerandomize replaces: (gen_random_ops function, its parameters before
+# seed/seed2/name, the op drawing the same stream from a state variable: a tf.random.Generator op
+# in gen_stateful_random_ops, or "shuffle": RngReadAndSkip then StatelessShuffle).
+_REPLACED: Tuple[Tuple[str, Tuple[str, ...], str], ...] = (
+    ("random_uniform", ("shape", "dtype"), "stateful_uniform"),
+    ("random_standard_normal", ("shape", "dtype"), "stateful_standard_normal_v2"),
+    ("truncated_normal", ("shape", "dtype"), "stateful_truncated_normal"),
+    ("random_uniform_int", ("shape", "minval", "maxval"), "stateful_uniform_int"),
+    ("random_shuffle", ("value",), "shuffle"),
 )
 
 
@@ -173,32 +174,20 @@ class Iterations:
         traps.warn(NAME, text, site=site)
 
 
-def _elements(shape: Any, math_ops: Any, dtypes: Any, tensor_util: Any) -> Any:
-    """The number of elements of ``shape``: a Python int where it is known at trace time."""
-    static = tensor_util.constant_value(shape) if tensor_util.is_tensor(shape) else shape
-    if static is not None:
-        try:
-            count = 1
-            for size in (static.ravel().tolist() if hasattr(static, "ravel") else list(static)):
-                count *= int(size)
-            return count
-        except (TypeError, ValueError):
-            pass
-    return math_ops.cast(math_ops.reduce_prod(math_ops.cast(shape, dtypes.int64)), dtypes.uint64)
-
-
-def _rerandomized(original: Callable, twin: Callable, parameters: Tuple[str, ...], skip: str,
-                  tracing: _Tracing, patch: PatchContext) -> Callable:
-    """``original`` (a stateful op wrapper), drawing through ``twin`` from a per-op state variable
+def _rerandomized(original: Callable, parameters: Tuple[str, ...], draw: str, tracing: _Tracing,
+                  patch: PatchContext) -> Callable:
+    """``original`` (a stateful op wrapper), drawing from a state variable of its own (``draw``)
     while a dataset function is traced with fixed seeds; stock's op everywhere else."""
     ops = tf_module("python.framework.ops")
     context = tf_module("python.eager.context")
     dtypes = tf_module("python.framework.dtypes")
-    math_ops = tf_module("python.ops.math_ops")
     array_ops = tf_module("python.ops.array_ops")
-    tensor_util = tf_module("python.framework.tensor_util")
     resource_variable_ops = tf_module("python.ops.resource_variable_ops")
     stateful = tf_module("python.ops.gen_stateful_random_ops")
+    generator_op = getattr(stateful, draw) if draw != "shuffle" else None
+    stateless_shuffle = (getattr(tf_module("python.ops.gen_stateless_random_ops_v2"), "stateless_shuffle")
+                         if draw == "shuffle" else None)
+
     def wrapper(*args, **kwargs):
         if not tracing.streams or not patch.active:  # the hot path: not tracing a dataset function
             return original(*args, **kwargs)
@@ -213,13 +202,14 @@ def _rerandomized(original: Callable, twin: Callable, parameters: Tuple[str, ...
             variable = resource_variable_ops.ResourceVariable(
                 [0, seed2, seed], dtype=dtypes.int64, trainable=False, name="tf_patches_epoch_stream")
         tracing.streams[-1].append(Stream(variable, seed, seed2))
-        first = bound[parameters[0]]
-        delta = _elements(first, math_ops, dtypes, tensor_util) if skip == "elements" else 1
-        state = stateful.rng_read_and_skip(variable.handle, alg=PHILOX, delta=delta)
+        rest = [bound[name] for name in parameters]
+        if generator_op is not None:  # one op: reads the state, draws, advances it
+            return generator_op(variable.handle, PHILOX, *rest, name=bound.get("name"))
+        # Shuffle: its kernel reserves a few blocks; RngReadAndSkip skips 256 at a time.
+        state = stateful.rng_read_and_skip(variable.handle, alg=PHILOX, delta=1)
         key = array_ops.bitcast(state[2:], dtypes.uint64)
         counter = array_ops.bitcast(state[:2], dtypes.uint64)
-        rest = {name: bound[name] for name in parameters[1:] if name in bound}
-        return twin(first, key, counter, PHILOX, name=bound.get("name"), **rest)
+        return stateless_shuffle(rest[0], key, counter, PHILOX, name=bound.get("name"))
 
     return wrapper
 
@@ -281,14 +271,10 @@ def install(ctx: PatchContext) -> str:
     rebuilt: List[str] = []
     if tracing is not None:
         gen_random_ops = tf_module("python.ops.gen_random_ops")
-        stateless = tf_module("python.ops.gen_stateless_random_ops_v2")
-        for function, twin_name, parameters, skip in _TWINS:
+        for function, parameters, draw in _REPLACED:
             original = getattr(gen_random_ops, function)  # in every TF 2.x: a moved one fails the row
-            twin = getattr(stateless, twin_name, None)
-            if twin is None:  # an older TF without this twin: stock's op, warned about
-                continue
             ctx.replace_attribute(gen_random_ops, function,
-                                  _rerandomized(original, twin, parameters, skip, tracing, ctx))
+                                  _rerandomized(original, parameters, draw, tracing, ctx))
             rebuilt.append(function)
     wrapper_class = structured_function.StructuredFunctionWrapper
     ctx.replace_attribute(wrapper_class, "__init__",
