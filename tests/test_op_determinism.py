@@ -519,7 +519,7 @@ if PATCHED:
                        "ops_are_tfs": tf.nn.fractional_max_pool is tf_module("python.ops.nn_ops").fractional_max_pool_v2
                                       and not hasattr(tf.nn.fractional_max_pool, "__tf_patches__")}}
     config.enable_op_determinism()
-    out["reverted"]["raises_again"] = attempt(tf.random.get_global_generator).startswith("raises RuntimeError")
+    out["reverted"]["raises_again"] = str(attempt(tf.random.get_global_generator)).startswith("raises RuntimeError")
     tf_patches.apply_all(deterministic=True, seed=3, only=["op_determinism"])
     own = tf.random.Generator.from_seed(11)
     tf.random.set_global_generator(own)

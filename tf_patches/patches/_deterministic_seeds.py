@@ -85,16 +85,20 @@ def _seed_seedless_ops(ctx: PatchContext, determinism: Callable[[], bool]) -> No
 def _seeded_op(ctx: PatchContext, determinism: Callable[[], bool], original: Any, v2_original: Any,
                seed_parameters: Tuple[str, ...]) -> Callable[..., Any]:
     signature = inspect.signature(original)
+    names = list(signature.parameters)
+    # (name, position, default) of each seed parameter: read without binding the call (≈10 µs).
+    where = [(name, names.index(name), signature.parameters[name].default) for name in seed_parameters]
 
     def op(*args: Any, **kwargs: Any) -> Any:
-        if not ctx.active or not determinism():
+        if not ctx.active:
             return original(*args, **kwargs)
+        if any(kwargs[name] if name in kwargs else args[position] if position < len(args) else default
+               for name, position, default in where) or not determinism():
+            return original(*args, **kwargs)  # a seed given (TF's own way, or its own refusal)
         try:
             arguments = signature.bind(*args, **kwargs).arguments
         except TypeError:  # TF's own error for a bad call
             return original(*args, **kwargs)
-        if any(arguments.get(parameter) for parameter in seed_parameters):
-            return original(*args, **kwargs)  # a seed given: TF's own way (or its own refusal)
         for parameter in _V1_ONLY:
             arguments.pop(parameter, None)
         arguments["seed"] = next_op_seed()

@@ -16,6 +16,11 @@ Seeded: Python's ``random``, NumPy's global generator, TF's global seed, Keras (
 and PyTorch's flags; the Python, NumPy and PyTorch streams stay seeded (a stream cannot be
 unseeded). Not covered: ``PYTHONHASHSEED`` (read at interpreter start-up) and ops TF itself knows
 to be non-deterministic on GPU (listed in the report for the detected version).
+
+Round two (issue 28; TF 2.8+, only while op determinism is on): what TF then refuses or leaves
+unseeded gets seeds from the global seed (``_deterministic_seeds``: the global generator, the
+seedless bounding-box and fractional-pool ops, a warning for ``from_non_deterministic_state``),
+and Keras 3.0–3.6 stop choosing XLA by themselves (``_keras_auto_xla``, keras PR 20315).
 """
 
 from __future__ import annotations
