@@ -62,7 +62,7 @@ ARRAYS = """
     import numpy as np
     random.seed(int(os.environ["SEED"]) if os.environ.get("SEED") else None)
     a = np.zeros(5, dtype=np.float32)
-    a[3] = random.random()
+    a[3:] = random.random(), random.random()  # two elements differ: the first is named
     np.save("a.npy", a)
     b = np.zeros((2, 3))
     b[1, 2] = random.random()
@@ -280,8 +280,9 @@ def test_hdf5_by_array_and_by_bytes_without_h5py(tmp_path: Path, monkeypatch: py
     paths = []
     for run, last in ((1, 0.5), (2, 0.25)):
         path = tmp_path / f"run{run}.weights.h5"
-        with h5py.File(path, "w") as handle:
-            handle.create_dataset("dense/kernel", data=np.array([[1.0, 2.0], [3.0, last]], dtype=np.float32))
+        with h5py.File(path, "w") as handle:  # [1, 1] and [2, 0] differ: the first is named
+            handle.create_dataset("dense/kernel", data=np.array([[1.0, 2.0], [3.0, last], [last, 4.0]],
+                                                                dtype=np.float32))
             handle.create_dataset("dense/bias", data=np.zeros(2, dtype=np.float32))
         paths.append(str(path))
     found = datafiles.compare("model.weights.h5", paths[0], paths[1], 2)
