@@ -199,6 +199,8 @@ NOT_SERVED = ("33 rows (two batches)", "8 rows, batch_size=4", "steps=1", "callb
 
 @pytest.fixture(scope="module")
 def stock_and_patched():
+    if not APPLIES_HERE:  # the cases are Keras 3's (keras.src.backend.tensorflow.trainer)
+        pytest.skip("Keras 3 as tf.keras only: on Keras 2 this patch is skipped (test_status_here)")
     with ThreadPoolExecutor(2) as pool:
         return tuple(pool.map(lambda on: run_fresh(f"PATCHED = {on}\n" + CASES), (False, True)))
 
