@@ -115,6 +115,26 @@ def test_default_seeds_follow_tf_set_seed_only_in_follow_mode(tf, tmp_path, stac
     assert follow["warnings"] == [] and follow["row"].startswith("fixing (follow): ")
 
 
+def test_python_seeded_is_seen_from_apply_all_on_before_tf_is_imported():
+    from tf_patches.core.context import PatchContext
+    from tf_patches.patches import keras_seed
+
+    import random
+
+    original = random.seed
+    ctx = PatchContext("keras_seed", Environment(), {"keras_seed": "follow"})
+    keras_seed.prepare(ctx)  # what apply_all runs at once; install waits for `import tensorflow`
+    try:
+        source = keras_seed._sources[ctx]
+        random.seed(None)  # reseeded from the OS: still not repeatable
+        assert not source.python_seeded
+        random.seed(3)
+        assert source.python_seeded and random.random() == random.Random(3).random()  # seeded as stock
+    finally:
+        ctx.revert()
+    assert random.seed == original
+
+
 def test_gated_to_keras_2_10_and_later():
     spec = registry.by_name("keras_seed")
     options = resolve(registry.all_options(), {}, environ={})

@@ -27,7 +27,8 @@ The entry, installed when Keras is imported (before or after ``apply_all``):
   so two processes build the same weights and masks. Python's global ``random`` is untouched, and
   once Python's ``random`` or Keras is seeded the draws are stock's.
 
-Python's ``random.seeds`` made before ``apply_all`` are not seen: apply first, as the README says.
+``random.seed`` is watched from ``apply_all`` on (before ``import tensorflow`` too); a seed made
+before ``apply_all`` is not seen: apply first, as the README says.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from __future__ import annotations
 import random
 import sys
 import threading
+import weakref
 from typing import Any, Callable, Optional
 
 from ..core import importhook, seeds, traps
@@ -189,11 +191,22 @@ def _when_imported(ctx: PatchContext, source: DefaultSeeds, package: str) -> Cal
     return hook
 
 
-def install(ctx: PatchContext) -> str:
-    mode = ctx.options.get(NAME) or "warn"
-    # deterministic=True seeded Python's random already (op_determinism installs first).
-    source = DefaultSeeds(mode, python_seeded=bool(ctx.options.get("deterministic")))
+_sources: "weakref.WeakKeyDictionary[PatchContext, DefaultSeeds]" = weakref.WeakKeyDictionary()
+
+
+def prepare(ctx: PatchContext) -> None:
+    """At apply_all, before ``import tensorflow`` too: from now on a ``random.seed`` is seen."""
+    # deterministic=True seeds Python's random itself (op_determinism, at its install).
+    source = _sources[ctx] = DefaultSeeds(ctx.options.get(NAME) or "warn",
+                                          python_seeded=bool(ctx.options.get("deterministic")))
     ctx.replace_attribute(random, "seed", _seed_watch(random.seed, source, ctx))
+
+
+def install(ctx: PatchContext) -> str:
+    if ctx not in _sources:
+        prepare(ctx)
+    source = _sources[ctx]
+    mode = source.mode
     for package in ("keras", "tf_keras"):
         if package in sys.modules:
             _install_keras(ctx, source, package)  # a moved symbol fails the patch here
