@@ -173,8 +173,10 @@ def progress(verbose):
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         models["dense"].predict(x8, verbose=verbose)
-    # Timings (and the backspaces that erase them, as many as their digits) vary run to run.
-    return re.sub(r"\d+[mu]?s(/step)?", "T", re.sub(r"\x1b\[[0-9;]*m|\x08", "", out.getvalue()))
+    # Timings vary run to run, and with them the backspaces that erase them and the spaces that pad
+    # a shorter line over a longer one.
+    text = re.sub(r"\d+[mu]?s(/step)?", "T", re.sub(r"\x1b\[[0-9;]*m|\x08", "", out.getvalue()))
+    return re.sub(r" +\n", "\n", text)
 
 result["progress bar"] = {"auto": progress("auto"), "1": progress(1), "2": progress(2), "0": progress(0)}
 errors = {}
