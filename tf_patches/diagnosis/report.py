@@ -276,7 +276,11 @@ class DiagnosisReport:
         steady = self.steady
         rate = "" if steady is None else f"{format_size(steady['rate_bytes_per_s'], signed=True)}/s in the steady state"
         if self.verdict == "flat":
-            known = f" ({', '.join(leak.patch for leak in self.leaks)} fired, but holds little here)" if self.leaks else ""
+            # A signature that fired in a flat run is set-up, not a leak: say how much of it (Keras 3
+            # predict's pipelines rise, then flatten), so the reader learns why it grew at all.
+            known = ("" if not self.leaks else " (" + ", ".join(
+                f"{leak.patch} fired, ≈{format_size(leak.explained_bytes)} of that set-up" for leak in self.leaks)
+                + ": see below)")
             return (f"Verdict: no leak: grew {format_size(self.setup.get('growth_bytes', 0), signed=True)} while "
                     f"setting up, then flat{known}.")
         if self.verdict == "leak":
