@@ -15,7 +15,9 @@ than 1, ``AUTOTUNE`` included), its traced function is read once (``_dataset_fun
 stateful random ops with fixed seeds, and, if op determinism is off at that moment, the
 ``.map(`` line is warned about with both remedies: op determinism (serial), or stateless ops
 seeded per element from ``Dataset.random`` zipped in (parallel and repeatable). Ops with neither
-a global nor an op seed are left alone (they differ every run anyway).
+a global nor an op seed are left alone (they differ every run anyway). Op determinism is read
+when the map is built. Tested with dataset_epoch_repeat, in tests/test_dataset_epoch_repeat.py
+(one set of fresh processes for both).
 """
 
 from __future__ import annotations
