@@ -19,6 +19,7 @@ an image or a CI step, naming some other process, is ignored.
 from __future__ import annotations
 
 import hashlib
+import numbers
 import operator
 import os
 from typing import Dict, NamedTuple, Optional, Set, Tuple
@@ -75,12 +76,11 @@ def check_seed(seed: object) -> int:
 
 
 def _whole(value: object, problem: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{problem}, got bool")
-    try:
-        return int(operator.index(value))  # type: ignore[arg-type]
-    except TypeError:
-        raise TypeError(f"{problem}, got {type(value).__name__}") from None
+    # As options.whole_number: an Integral (NumPy's integers too), not bool; NumPy's bool_ is no
+    # Integral, though NumPy before 1.25 lets operator.index() take it.
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{problem}, got {type(value).__name__}")
+    return int(operator.index(value))
 
 
 def item_variables(seed: int, caller: str, index: int) -> Dict[str, str]:
