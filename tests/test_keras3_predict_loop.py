@@ -283,6 +283,8 @@ def _predict_loop_counted(tf, calls: int) -> tuple:
                 model.predict(x, verbose=0)  # PREDICT LINE
             model.predict_on_batch(x)
             model.evaluate(x, y, verbose=0)  # an epoch iterator, not predict's
+            for _ in range(3):  # models predicting once each: set-up (models in a loop), not counted
+                keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]).predict(x, verbose=0)
     snapshot = diagnosis.snapshot()
     if NAME not in snapshot["signatures"]:
         return None, None, None
@@ -299,10 +301,10 @@ def test_diagnose_counts_the_pipelines_predict_builds_and_none_once_served(tf):
     init = vars(iterator)["__init__"]
     count, leak, site = _predict_loop_counted(tf, 25)
     assert vars(iterator)["__init__"] is init  # the probe is gone after the block
-    assert count == 25 and leak is not None, (count, leak)
+    assert count == 24 and leak is not None, (count, leak)  # the first predict of the model is set-up
     assert leak.fix_python == "import tf_patches; tf_patches.apply_all()" and "predict_on_batch" in leak.code_fix
     line = next(number for number, text in enumerate(open(__file__), 1) if "# PREDICT LINE" in text)
-    assert site[:2] == [__file__, line] and site[3] == 25, site
+    assert site[:2] == [__file__, line] and site[3] == 24, site
     tf_patches.apply_all(only=[NAME])
     try:
         count, leak, _ = _predict_loop_counted(tf, 25)

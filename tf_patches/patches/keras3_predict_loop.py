@@ -37,6 +37,7 @@ from __future__ import annotations
 import inspect
 import numbers
 import sys
+import weakref
 from types import ModuleType
 from typing import Any, Callable, Mapping, Optional
 
@@ -225,7 +226,7 @@ def _keras_distribution() -> Any:
 
 # --- diagnose: the live signature ---------------------------------------------------------------
 SIGNATURE = Signature(
-    unit="Keras 3 epoch iterators built by predict() (a tf.data pipeline each)",
+    unit="Keras 3 epoch iterators built by predict() for a model that predicted before (a tf.data pipeline each)",
     # Not a per-call leak: stock rises ≈14.5 MiB over the first 1,000 calls, then ≈0.2 MiB per
     # 1,000 (shared/FINDINGS.md). Sized from RSS by the report where it grows.
     unit_bytes=lambda version: None, floor=20,
@@ -237,12 +238,14 @@ SIGNATURE = Signature(
 
 
 class PredictPipelines(Probe):
-    """Epoch iterators (and their tf.data pipelines) that Keras 3's ``predict`` builds, counted
-    where ``TFEpochIterator`` is made from ``predict`` itself, eagerly: the patch's served calls
-    make none."""
+    """Epoch iterators (and their tf.data pipelines) that Keras 3's ``predict`` builds for a model
+    that predicted before (a model's first predict is set-up: 60 models each predicting once are
+    models in a loop, not this), counted where ``TFEpochIterator`` is made from ``predict``
+    itself, eagerly: the patch's served calls make none."""
 
     def __init__(self) -> None:
         self._count = 0
+        self._models: Any = weakref.WeakSet()  # models whose predict built a pipeline already
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         cancel = when_trainer_loaded(lambda trainer: self._wrap(installer, trainer), f"diagnose's {NAME} probe")
@@ -263,12 +266,23 @@ class PredictPipelines(Probe):
             if installer.active and tf.executing_eagerly():
                 caller = sys._getframe(1).f_code
                 if caller.co_name == "predict" and caller.co_filename == predict_file:
-                    self._count += 1
-                    sites.hit()
+                    self._again(sys._getframe(1).f_locals.get("self"), sites)
             return original(iterator_self, *args, **kwargs)
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         installer.replace(iterator_cls, "__init__", __init__)
+
+    def _again(self, model: Any, sites: Any) -> None:
+        """Count the pipeline where ``model`` built one before; remember it otherwise."""
+        try:
+            if model in self._models:
+                self._count += 1
+                sites.hit()
+            else:
+                self._models.add(model)
+        except TypeError:  # not weakly referable: counted, as a loop is the likelier case
+            self._count += 1
+            sites.hit()
 
     def count(self) -> int:
         return self._count
