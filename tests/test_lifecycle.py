@@ -376,7 +376,17 @@ tf_imported = "tensorflow" in sys.modules
 before = {{row.name: row.status for row in tf_patches.report()}}
 import tensorflow
 held = lambda value: getattr(value, "__func__", value)  # a classmethod is read as a bound method
-in_place = {{name: [held(getattr(r.owner, r.attribute)) is r.replacement for r in state.ctx.replaced]
+# Where two patches replace one attribute (seed_kernel_cache's op wrappers, which
+# dataset_epoch_repeat's rerandomize wraps in turn), the later one's original is the earlier one's
+# replacement: each is in place if the owner holds it or a replacement that wraps it.
+wrapped_by = {{(id(r.owner), r.attribute, id(held(r.original))): held(r.replacement)
+              for state in engine._states.values() if state.ctx is not None for r in state.ctx.replaced}}
+def in_chain(r):
+    current, seen = held(r.replacement), 0
+    while current is not held(getattr(r.owner, r.attribute)) and seen < 8:
+        current, seen = wrapped_by.get((id(r.owner), r.attribute, id(current))), seen + 1
+    return seen < 8
+in_place = {{name: [in_chain(r) for r in state.ctx.replaced]
             for name, state in engine._states.items() if state.ctx is not None}}
 print(json.dumps({{"rows": [[row.name for row in report] for report in reports], "counts": counts,
                   "tf_imported": tf_imported, "before": before, "in_place": in_place,
