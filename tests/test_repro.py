@@ -208,6 +208,23 @@ def test_output_file_and_function_form_arguments(tmp_path: Path) -> None:
         testing.assert_repeatable([PYTHON, script])
 
 
+def test_a_report_that_cannot_be_written_keeps_the_previous_file_and_is_no_success(tmp_path: Path) -> None:
+    import resource
+
+    output, previous = tmp_path / "report.json", '{"previous": "report"}\n'
+    output.write_text(previous)
+
+    def small_files() -> None:  # `ulimit -f`: 64 bytes, less than any report
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
+
+    result = subprocess.run([*REPRO, "--output", str(output), "--", "true"], cwd=tmp_path, env=fresh_env(),
+                            capture_output=True, text=True, timeout=120, preexec_fn=small_files)
+    assert result.returncode == 2, result.stderr[-3000:]  # repeatable, but the report was lost
+    assert f"cannot write --output {output}" in result.stderr and "left as it was" in result.stderr
+    assert output.read_text() == previous
+    assert os.listdir(tmp_path) == ["report.json"]  # no temporary left behind
+
+
 def test_a_too_repeatable_trap_is_a_warning_on_identical_runs(tmp_path: Path) -> None:
     # The trap's event as its detector records it (core.traps.warn), without TF's 5 s import: the
     # registry's TRAP says it makes runs repeat where they should not.

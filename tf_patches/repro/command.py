@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
 from ..autoapply import supervision
-from ..core import streams
+from ..core import files, streams
 from ..diagnosis.command import fix_arguments
 from . import report as reporting
 from .masking import Masker, compile_ignores
@@ -76,8 +76,10 @@ def run(args: argparse.Namespace) -> int:
     except allocator.AllocatorNotFound as exc:
         _say(f"--malloc {args.malloc}: {exc}")
         return autoapply.EXIT_FAILED
-    _output(args, report)
-    return exit_status(report)
+    written = _output(args, report)
+    status = exit_status(report)
+    # A report the user asked for and did not get is no success (as diagnose --output).
+    return EXIT_USAGE if not written and status == 0 else status
 
 
 def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (), compare_stderr: bool = False,
@@ -288,26 +290,21 @@ def _is_flag(option: Any) -> bool:
 
 
 # -- output -----------------------------------------------------------------------------------
-def _output(args: argparse.Namespace, report: reporting.ReproReport) -> None:
+def _output(args: argparse.Namespace, report: reporting.ReproReport) -> bool:
     """The file first (--output: written whole, then moved into place), then the text to stderr
-    and the JSON to stdout; each failure said, not raised."""
+    and the JSON to stdout; each failure said, not raised. False where --output failed."""
     data = report.to_dict()
+    written = True
     if args.output is not None:
-        temporary = f"{args.output}.{os.getpid()}.tmp"
         try:
-            with open(temporary, "w", encoding="utf-8") as out:
-                json.dump(data, out, indent=2, default=str)
-                out.write("\n")
-            os.replace(temporary, args.output)
-        except OSError as exc:
-            _say(f"cannot write --output {args.output}: {exc}")
-            try:
-                os.remove(temporary)
-            except OSError:
-                pass
+            files.write_atomically(args.output, json.dumps(data, indent=2, default=str) + "\n")
+        except OSError as exc:  # checked at the start: the disk filled up, a file-size limit
+            _say(f"cannot write --output {args.output}: {exc}; a previous file there is left as it was")
+            written = False
     streams.write(sys.stderr, f"tf-patches repro: {report}\n")
     if args.json and args.output is None:
         streams.write(sys.stdout, json.dumps(data, default=str) + "\n")
+    return written
 
 
 def _say(message: str) -> None:
