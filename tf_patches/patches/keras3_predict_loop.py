@@ -26,7 +26,7 @@ box at load ≈15): 0.66 ms per served call against 334 ms stock (0.001–0.006�
 +0.15 MiB over the first 1,000 calls against +4.0.
 
 Gate: Keras 3 as ``tf.keras`` on TF ≥ 2.16 (no ``TF_USE_LEGACY_KERAS``), the Keras minors whose
-outputs were checked bit-identical (``_CHECKED_MINORS``: every minor 3.5–3.15, each on TF 2.21),
+outputs were checked bit-identical (``_CHECKED_MINORS``: every minor 3.3–3.15, each on TF 2.21),
 and the TensorFlow trainer's structure checked at install (``predict``'s parameters, the helpers
 it calls): a Keras that moved them fails this patch alone, with the reason. Installed when Keras
 loads its TensorFlow trainer (``import keras`` first finishes TF's import inside Keras's own).
@@ -55,8 +55,8 @@ TITLE = "Keras 3 predict() in a loop: one in-memory batch without a tf.data pipe
 ISSUE_URL = "https://github.com/keras-team/keras/issues/13118"
 GATE = Gate(versions=">=2.16")  # Keras 3 is tf.keras from TF 2.16; the precondition reads which Keras
 # Keras 3 minors whose outputs were checked bit-identical to stock here (tests/test_keras3_predict_loop.py's
-# cases, on TF 2.21 with keras 3.5.0, 3.6.0, 3.7.0, 3.8.0, 3.9.2, 3.10.0, 3.11.3, 3.12.0, 3.13.2, 3.14.0, 3.15.1).
-_CHECKED_MINORS = range(5, 16)
+# cases, on TF 2.21 with keras 3.3.3, 3.4.1, 3.5.0, 3.6.0, 3.7.0, 3.8.0, 3.9.2, 3.10.0, 3.11.3, 3.12.0, 3.13.2, 3.14.0, 3.15.1).
+_CHECKED_MINORS = range(3, 16)
 _TRAINER = "keras.src.backend.tensorflow.trainer"
 _PREDICT_PARAMETERS = ("self", "x", "batch_size", "verbose", "steps", "callbacks")
 _DEFAULT_BATCH_SIZE = 32  # ArrayDataAdapter's, when neither batch_size nor steps is given
