@@ -77,7 +77,6 @@ TRAP = traps.Trap(
     apply_kwargs='dataset_epoch_repeat="rerandomize"',
     too_repeatable=True,
 )
-LIFECYCLE_OPTIONS = {NAME: "rerandomize"}  # the defaults install it too; this also replaces the op wrappers
 
 PHILOX = 1  # RNG_ALG_PHILOX: the stateful kernels' algorithm
 # The stateful op wrappers rerandomize replaces: (gen_random_ops function, its parameters before

@@ -74,33 +74,41 @@ def _calls(dataset: Any, tensor_util: Any) -> Any:
         return None
 
 
-def _built(original_init: Callable, config: Any, tensor_util: Any, patch: PatchContext) -> Callable:
-    """_ParallelMapDataset.__init__, then the check (once per dataset built, never per element)."""
+def _checked(original_map: Callable, parallel: type, config: Any, tensor_util: Any,
+             patch: PatchContext) -> Callable:
+    """map_op's ``_map_v2`` / ``_map_v1`` (what ``Dataset.map`` calls), then the check on the
+    parallel map it built (once per dataset built, never per element)."""
 
-    def __init__(self, *args, **kwargs):
+    def map_(*args, **kwargs):
         if not patch.active:
-            return original_init(self, *args, **kwargs)
-        original_init(self, *args, **kwargs)
+            return original_map(*args, **kwargs)
+        dataset = original_map(*args, **kwargs)
         try:
-            calls = _calls(self, tensor_util)
-            if calls == 1 or _op_determinism(config):
-                return
-            wrapper = getattr(self, "_map_func", None)
-            site = traps.user_site(sys._getframe(1))
-            draws = functions.draws_of(wrapper) or functions.remember(wrapper, site)
-            if draws is None:
-                return
-            what = (f"the function {draws.function!r} passed to this parallel map" if draws.function
-                    else "this parallel map's function")
-            shown = "AUTOTUNE" if calls == AUTOTUNE else ("a tensor" if calls is None else calls)
-            traps.warn(NAME, MESSAGE.format(what=what, calls=shown, ops=draws.describe()),
-                       site=draws.site or site)
+            built = dataset if isinstance(dataset, parallel) else getattr(dataset, "_dataset", None)
+            if isinstance(built, parallel):
+                _check(built, sys._getframe(1), config, tensor_util)
         except ReproducibilityWarning:
             raise  # the user's -W error
         except Exception as exc:  # reading the map must never break the user's pipeline
             logger.debug("tf-patches: %s: could not read the map: %s", NAME, exc)
+        return dataset
 
-    return __init__
+    return map_
+
+
+def _check(built: Any, frame: Any, config: Any, tensor_util: Any) -> None:
+    calls = _calls(built, tensor_util)
+    if calls == 1 or _op_determinism(config):
+        return
+    site = traps.user_site(frame)
+    wrapper = getattr(built, "_map_func", None)
+    draws = functions.draws_of(wrapper) or functions.remember(wrapper, site)
+    if draws is None:
+        return
+    what = (f"the function {draws.function!r} passed to this parallel map" if draws.function
+            else "this parallel map's function")
+    shown = "AUTOTUNE" if calls == AUTOTUNE else ("a tensor" if calls is None else calls)
+    traps.warn(NAME, MESSAGE.format(what=what, calls=shown, ops=draws.describe()), site=draws.site or site)
 
 
 def install(ctx: PatchContext) -> str:
@@ -108,7 +116,11 @@ def install(ctx: PatchContext) -> str:
     config = tf_module("python.framework.config")
     tensor_util = tf_module("python.framework.tensor_util")
     parallel = map_op._ParallelMapDataset
-    ctx.replace_attribute(parallel, "__init__", _built(functions.own_init(parallel), config, tensor_util, ctx))
+    # The module functions Dataset.map and DatasetV1.map call (looked up at each call), not the
+    # dataset class's __init__: nothing of the Dataset classes is replaced.
+    for function in ("_map_v2", "_map_v1"):
+        ctx.replace_attribute(map_op, function,
+                              _checked(getattr(map_op, function), parallel, config, tensor_util, ctx))
     return ("detecting: warns where a parallel map's function draws seeded stateful random numbers "
             "without op determinism (read when the map is built)")
 
