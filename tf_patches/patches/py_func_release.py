@@ -62,7 +62,8 @@ class _Tracing:
     def __init__(self) -> None:
         self.ops = tf_module("python.framework.ops")
         self.func_graph = tf_module("python.framework.func_graph").FuncGraph
-        self.defun_graph = tf_module("python.framework.function")._FuncGraph
+        # TF1's Defun graph: gone from a TF without it, where only FuncGraphs are walked.
+        self.defun_graph = getattr(tf_module("python.framework.function"), "_FuncGraph", ())
 
     def graphs(self) -> Tuple[List[Any], Any]:
         """The function graphs being traced, innermost first, and the graph TF ties the callback
