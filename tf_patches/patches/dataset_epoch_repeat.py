@@ -48,7 +48,7 @@ import hashlib
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, List, Optional, Tuple
 
 from ..core import traps
 from ..core.canary import Finding
