@@ -78,6 +78,9 @@ TRAP = traps.Trap(
     too_repeatable=True,
 )
 
+# The defaults install it too; rerandomize also replaces the op wrappers (over seed_kernel_cache's).
+LIFECYCLE_OPTIONS = {NAME: "rerandomize"}
+
 PHILOX = 1  # RNG_ALG_PHILOX: the stateful kernels' algorithm
 # The stateful op wrappers rerandomize replaces: (gen_random_ops function, its parameters before
 # seed/seed2/name, the op drawing the same stream from a state variable: a tf.random.Generator op
