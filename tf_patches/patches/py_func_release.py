@@ -45,6 +45,7 @@ from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
 from ..core.retained import deep_size
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
+from ._dataset_functions import own_init
 from ._py_funcs import release_from_graph
 
 NAME = "py_func_release"
@@ -132,7 +133,9 @@ def install(ctx: PatchContext) -> str:
     tracing = _Tracing()
     registry = script_ops._py_funcs
     original = script_ops._internal_py_func
-    original_init = dataset_ops.DatasetV2.__init__
+    # Its own __init__, never an inherited one: replacing object.__init__ on DatasetV2 (a TF that
+    # moved it) would change every class, and its revert would delete what it never set.
+    original_init = own_init(dataset_ops.DatasetV2)
     # Variant tensors (by id) whose finalizer keeps callbacks (EagerTensors are unhashable); an
     # entry goes with its tensor, so an id is never read for another one.
     carrying: "weakref.WeakValueDictionary[int, Any]" = weakref.WeakValueDictionary()
