@@ -36,16 +36,21 @@ HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 # TF 36164's loop: 2,000 fresh stateful kernels here, 1,000 more in a spawn child with --child
 # (≈35 KiB each, measured); exit status 3.
 SEED_LOOP = """
-    import multiprocessing, sys
+    import multiprocessing, sys, time
 
-    def loop(calls):
+    def loop(calls, seconds=0.0):  # `calls` draws, and on until `seconds` have passed
         import tensorflow as tf
         tf.random.set_seed(1)
-        for _ in range(calls):
+        end = time.monotonic() + seconds
+        done = 0
+        while done < calls or time.monotonic() < end:
             tf.random.uniform([]).numpy()
+            done += 1
 
     if __name__ == "__main__":
-        loop(2000)
+        # --long: ≥ 5 s after TF's import, however fast the draws (patched, they take ≈0.2 ms):
+        # the steady state and the interim reports need samples.
+        loop(2000, 5.0 if "--long" in sys.argv else 0.0)
         print("the script's own output", flush=True)
         if "--child" in sys.argv:
             child = multiprocessing.get_context("spawn").Process(target=loop, args=(1000,))
@@ -143,7 +148,7 @@ def patched(tmp_path_factory):
     output, plot = folder / "report.json", folder / "rss.png"
     plotting = ["--plot", str(plot)] if HAS_MATPLOTLIB else []  # else --plot refuses to start (tested below)
     proc = _diagnose(["--patched", "--output", str(output), *plotting, "--interval", "1",
-                      "--", PYTHON, str(script)])
+                      "--", PYTHON, str(script), "--long"])
     return proc, output, plot
 
 
