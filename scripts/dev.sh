@@ -59,14 +59,15 @@ export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 # venv DIR TF_VERSION [EXTRA...]: create or refresh a virtual environment with
 # tensorflow-cpu==TF_VERSION (or TF_VERSION itself when it is a requirement: tf-nightly-cpu==…; none
 # for "none"), this package (editable) with its test extras, and EXTRA packages; skipped when nothing
-# it depends on changed. VENV_PYTHON (default $PYTHON) is the interpreter it is made with.
+# it depends on changed (the .pth too: the install copies it into site-packages). VENV_PYTHON
+# (default $PYTHON) is the interpreter it is made with.
 venv() {
   local dir="$1" tf="$2" req=("tensorflow-cpu==$2")
   shift 2
   [[ "$tf" != *==* ]] || req=("$tf")
   [ "$tf" != none ] || req=()
   local stamp
-  stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py | sha256sum | cut -c1-16)"
+  stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py tf_patches/autoapply/bootstrap/tf_patches_auto.pth | sha256sum | cut -c1-16)"
   venv_with "${VENV_PYTHON:-$PYTHON}" "$dir" "$stamp" "${req[@]}" -e ".[test]" "$@"
 }
 
