@@ -65,6 +65,37 @@ def after_import(name: str, hook: "Callable[[ModuleType], None]") -> None:
     hook(module)
 
 
+def initializing(name: str) -> bool:
+    """Whether module ``name`` is in ``sys.modules`` but still running its code (a patch installed
+    from inside its import: ``import keras`` first finishes TF's import, and so apply_all's
+    pending installs, inside Keras's own)."""
+    spec = getattr(sys.modules.get(name), "__spec__", None)
+    return bool(getattr(spec, "_initializing", False))
+
+
+def after_first_import(names: "Iterable[str]", hook: "Callable[[ModuleType], None]") -> "Callable[[], None]":
+    """``hook(module)`` once, when the first of ``names`` not yet imported finishes importing,
+    for a patch that must wait for a module its package has yet to load. Returns what cancels it."""
+    waiting = [name for name in names if name not in sys.modules]
+    fired = []
+
+    def once(module: "ModuleType") -> None:
+        with _lock:
+            if fired:
+                return
+            fired.append(module)
+        cancel_all()
+        hook(module)
+
+    def cancel_all() -> None:
+        for name in waiting:
+            cancel(name, once)
+
+    for name in waiting:
+        after_import(name, once)
+    return cancel_all
+
+
 def cancel(name: str, hook: "Callable[..., Any]") -> None:
     """Forget a hook not yet run (wrapt cannot)."""
     with _lock:

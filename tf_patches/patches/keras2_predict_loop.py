@@ -47,8 +47,10 @@ import numbers
 from types import ModuleType
 from typing import Any, Mapping, Optional, Tuple
 
+from ..core import importhook
 from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
+from ..core.errors import logger
 from ..core.environment import Environment, installed_distribution
 from ..core.gate import Gate, parse_version
 from ..core.keras import KERAS_DISTRIBUTIONS, TF_KERAS_DISTRIBUTIONS, legacy_switch
@@ -153,15 +155,36 @@ def single_batch(arguments: Mapping[str, Any], tf: ModuleType, np: ModuleType) -
 
 
 def install(ctx: PatchContext) -> str:
-    import numpy as np
     import tensorflow as tf
 
+    package = keras_in_use(tf.__version__)[0]
+    if importhook.initializing(package):
+        # `import tf_keras` first: TF's import, and so this install, finishes inside tf_keras's
+        # own, before its data adapter loads (importing it from here is circular): serve it then.
+        def later(data_adapter: ModuleType) -> None:
+            if not ctx.active:
+                return
+            try:
+                _serve(ctx, data_adapter)
+            except Exception as exc:  # an import hook must never break the user's import
+                logger.warning("tf-patches: %s could not reach %s's predict (%s: %s); left as it is",
+                               NAME, package, type(exc).__name__, exc)
+
+        ctx.on_revert(f"the {package} import hook", importhook.after_first_import(_ADAPTER_MODULES[package], later))
+        return (f"{package} is importing: its TensorLikeDataAdapter will serve one in-memory batch "
+                "once loaded, the rest as before")
     data_adapter = adapter_module(tf.__version__)
-    package = data_adapter.__name__.split(".")[0]
     keras_model = tf.keras.Model.__module__.split(".")[0]
     if keras_model != package:  # the switch changed after tf.keras had loaded: serve the one in use
         raise RuntimeError(f"tf.keras is {keras_model}'s, not {package}'s (TF_USE_LEGACY_KERAS changed "
                            "after tf.keras was loaded?)")
+    return _serve(ctx, data_adapter)
+
+
+def _serve(ctx: PatchContext, data_adapter: ModuleType) -> str:
+    import numpy as np
+    import tensorflow as tf
+
     adapter_cls = data_adapter.TensorLikeDataAdapter
     original = adapter_cls.__init__
     signature = inspect.signature(original)

@@ -44,6 +44,7 @@ from ..core.canary import Finding
 from ..core.context import PatchContext
 from ..core.errors import ReproducibilityWarning, logger
 from ..core.fingerprint import tf_global_seed
+from ..core.keras import keras_version
 from ..core.gate import Gate
 from ..core.options import Option, choice
 
@@ -178,6 +179,23 @@ def _install_keras(ctx: PatchContext, source: DefaultSeeds, package: str) -> Non
                          "backend.RandomGenerator._create_seed")
 
 
+def _install_or_wait(ctx: PatchContext, source: DefaultSeeds, package: str) -> None:
+    """Install now; or, where ``package`` is still importing (``import keras`` first: TF's import,
+    and so this install, finishes inside Keras's own, before the module that draws its default
+    seeds is loaded), once that module is loaded."""
+    try:
+        _install_keras(ctx, source, package)
+        return
+    except AttributeError:
+        if not importhook.initializing(package):
+            raise
+    keras3 = package == "keras" and (keras_version() or "").startswith("3")
+    names = ((f"{package}.src.random.seed_generator",) if keras3
+             else (f"{package}.src.backend", f"{package}.backend"))
+    cancel = importhook.after_first_import(names, _when_imported(ctx, source, package))
+    ctx.on_revert(f"the {package} import hook", cancel)
+
+
 def _when_imported(ctx: PatchContext, source: DefaultSeeds, package: str) -> Callable:
     def hook(module: Any) -> None:
         if not ctx.active:
@@ -209,7 +227,7 @@ def install(ctx: PatchContext) -> str:
     mode = source.mode
     for package in ("keras", "tf_keras"):
         if package in sys.modules:
-            _install_keras(ctx, source, package)  # a moved symbol fails the patch here
+            _install_or_wait(ctx, source, package)  # a moved symbol fails the patch here
         else:
             hook = _when_imported(ctx, source, package)
             importhook.after_import(package, hook)
