@@ -6,6 +6,7 @@ patterns."""
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
@@ -120,6 +121,7 @@ def quoted(line: Optional[str], limit: int = 100) -> str:
     return json.dumps(text if len(text) <= limit else text[:limit - 1] + "…", ensure_ascii=False)
 
 
+@functools.lru_cache(maxsize=None)  # mask() runs per line: compile once
 def _temporary_paths() -> Pattern[str]:
     folders = list(_TEMPORARY)
     own = tempfile.gettempdir().rstrip("/") + "/"
@@ -128,7 +130,8 @@ def _temporary_paths() -> Pattern[str]:
     return re.compile("(?:" + "|".join(re.escape(folder) for folder in folders) + r")[^\s'\"),:;\]]+")
 
 
-def _pids(pids: Sequence[int]) -> Pattern[str]:
+@functools.lru_cache(maxsize=16)  # per comparison's PIDs, not per line
+def _pids(pids: Tuple[int, ...]) -> Pattern[str]:
     # A whole number only: not the digits of a float ("0.12345") that happen to be a PID.
     return re.compile(r"(?<![\w.])(?:" + "|".join(str(pid) for pid in sorted(set(pids), reverse=True))
                       + r")(?![\w]|\.\d)")
