@@ -270,11 +270,8 @@ def _fingerprints(runs: Sequence[Run], against: Optional[Mapping[str, Any]], lab
     result: Dict[str, Any] = {"values": values, "differences": [], "against": None}
     if not values:
         return result
-    try:
-        from ..core.fingerprint import differences
-    except ImportError:  # an older core: compare the flat fields
-        def differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> List[Tuple[str, Any, Any]]:
-            return [(key, a.get(key), b.get(key)) for key in {**a, **b} if a.get(key) != b.get(key)]
+    from ..core.fingerprint import differences
+
     for number, value in prints[1:]:
         if value:
             for key, left, right in differences(values, value):
