@@ -100,15 +100,14 @@ def _check(built: Any, frame: Any, config: Any, tensor_util: Any) -> None:
     calls = _calls(built, tensor_util)
     if calls == 1 or _op_determinism(config):
         return
-    site = traps.user_site(frame)
-    wrapper = getattr(built, "_map_func", None)
-    draws = functions.draws_of(wrapper) or functions.remember(wrapper, site)
+    draws = functions.draws_of(getattr(built, "_map_func", None))  # its graph read once
     if draws is None:
         return
     what = (f"the function {draws.function!r} passed to this parallel map" if draws.function
             else "this parallel map's function")
     shown = "AUTOTUNE" if calls == AUTOTUNE else ("a tensor" if calls is None else calls)
-    traps.warn(NAME, MESSAGE.format(what=what, calls=shown, ops=draws.describe()), site=draws.site or site)
+    traps.warn(NAME, MESSAGE.format(what=what, calls=shown, ops=draws.describe()),
+               site=draws.site or traps.user_site(frame))
 
 
 def install(ctx: PatchContext) -> str:
