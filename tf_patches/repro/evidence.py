@@ -64,12 +64,10 @@ def write() -> None:
     try:
         import json
 
-        data = collect()
+        from ..core import files
+
         path = os.path.join(directory, PROCESS_FILE.format(pid=os.getpid()))
-        temporary = f"{path}.tmp"
-        with open(temporary, "w", encoding="utf-8") as out:
-            json.dump(data, out, default=str)
-        os.replace(temporary, path)
+        files.write_atomically(path, json.dumps(collect(), default=str), durable=False)
     except Exception:  # the run's folder went away, a field unreadable: the program's exit comes first
         pass
 
