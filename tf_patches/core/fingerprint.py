@@ -119,10 +119,15 @@ def _tf_keras(env: Environment, tf: Any) -> str:
 def _tf_dot_keras(env: Environment, tf: Any) -> str:
     if not env.tensorflow_installed:
         return NOT_INSTALLED
-    package = tf_keras_package(env.version)
-    version = _installed(package, tf_keras_version if package == "tf_keras" else keras_version)
+    package, version = _tf_dot_keras_in_use(env)
     why = f" ({LEGACY_VARIABLE}={os.environ[LEGACY_VARIABLE]})" if package == "tf_keras" else ""
     return f"{package} {version}{why}"
+
+
+def _tf_dot_keras_in_use(env: Environment) -> Tuple[str, str]:
+    """(package, version) of the Keras ``tf.keras`` resolves to, its version read once a process."""
+    package = tf_keras_package(env.version)
+    return package, _installed(package, tf_keras_version if package == "tf_keras" else keras_version)
 
 
 def _onednn(env: Environment, tf: Any) -> Any:
@@ -233,8 +238,7 @@ def _keras_jit_compile_auto(env: Environment, tf: Any) -> Any:
     trainer = sys.modules.get("keras.src.trainers.trainer")
     resolve = getattr(getattr(trainer, "Trainer", None), "_resolve_auto_jit_compile", None)
     if resolve is None:
-        package = tf_keras_package(env.version)
-        version = _installed(package, tf_keras_version if package == "tf_keras" else keras_version)
+        package, version = _tf_dot_keras_in_use(env)
         if version.startswith("2."):
             return f"no auto ({package} {version}: XLA only where jit_compile=True is asked)"
         return "Keras 3 " + NOT_IMPORTED
