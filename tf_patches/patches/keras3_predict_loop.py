@@ -47,8 +47,8 @@ from ..core.context import PatchContext
 from ..core.environment import Environment
 from ..core.errors import logger
 from ..core.gate import Gate, parse_version
+from ..core.keras import keras_in_use
 from ..core.signature import EagerExecutions, Installer, Probe, Signature
-from .keras2_predict_loop import keras_in_use
 
 NAME = "keras3_predict_loop"
 TITLE = "Keras 3 predict() in a loop: one in-memory batch without a tf.data pipeline per call"
