@@ -41,7 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
@@ -286,15 +286,21 @@ def fixes_of(report: Any) -> Tuple[List[str], List[str]]:
         name = getattr(leak, "patch", None)
         if name and getattr(leak, "fix_command", None) and name not in names:
             names.append(name)
+    return names, union_flags(signature_of(name).run_flags for name in names)
+
+
+def union_flags(flag_lists: Iterable[Sequence[str]]) -> List[str]:
+    """``tf-patches run`` flag lists joined in order, each option once (its first value kept):
+    what ``--verify`` applies, here and in ``tf-patches repro``."""
     flags: List[str] = []
-    for name in names:
-        run_flags = list(signature_of(name).run_flags)
+    for run_flags in flag_lists:
+        run_flags = list(run_flags)
         for index, part in enumerate(run_flags):
             if not part.startswith("--") or part in flags:
                 continue
             value = run_flags[index + 1:index + 2]
             flags += [part] + (value if value and not value[0].startswith("--") else [])
-    return names, flags
+    return flags
 
 
 def fix_arguments(args: argparse.Namespace, flags: Sequence[str]) -> argparse.Namespace:

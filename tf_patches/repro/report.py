@@ -67,18 +67,11 @@ class ReproReport:
     def fixes(self) -> Tuple[List[str], List[str]]:
         """The causes with a fix tf-patches can apply, and the union of their run flags, in order,
         each option once (what ``--verify`` applies)."""
-        names, flags = [], []  # type: List[str], List[str]
-        for cause in self.causes:
-            if not cause.run_flags:
-                continue
-            if cause.name not in names:
-                names.append(cause.name)
-            parts = list(cause.run_flags)
-            for index, part in enumerate(parts):
-                if part.startswith("--") and part not in flags:
-                    value = parts[index + 1:index + 2]
-                    flags += [part] + (value if value and not value[0].startswith("--") else [])
-        return names, flags
+        from ..diagnosis.command import union_flags  # diagnose --verify joins its fixes' flags alike
+
+        fixing = [cause for cause in self.causes if cause.run_flags]
+        names = list(dict.fromkeys(cause.name for cause in fixing))
+        return names, union_flags(cause.run_flags for cause in fixing)
 
     def to_dict(self) -> Dict[str, Any]:
         return {"schema": SCHEMA, "verdict": self.verdict, "summary": self.summary, "command": self.command,
