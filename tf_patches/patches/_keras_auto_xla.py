@@ -71,15 +71,10 @@ def install(ctx: PatchContext, keras: Any, trap_name: str) -> str:
         return f"Keras {version}: its XLA decision not found, left as it is"
 
     def _resolve_auto_jit_compile(self: Any) -> Any:
-        if not ctx.active:
-            return resolve(self)
         resolved = resolve(self)
-        if resolved and determinism():
+        if ctx.active and resolved and determinism():
             return False  # as Keras 3.7+: no XLA of its own choosing under op determinism
         return resolved
-
-    def jit_compile(self: Any) -> Any:
-        return setting.fget(self)
 
     def set_jit_compile(self: Any, value: Any) -> None:
         if ctx.active and value and determinism() and _gpu_visible():
@@ -92,7 +87,7 @@ def install(ctx: PatchContext, keras: Any, trap_name: str) -> str:
 
     ctx.replace_attribute(trainer_class, "_resolve_auto_jit_compile", _resolve_auto_jit_compile)
     ctx.replace_attribute(trainer_class, "jit_compile",
-                          property(jit_compile, set_jit_compile, setting.fdel, setting.__doc__))
+                          property(setting.fget, set_jit_compile, setting.fdel, setting.__doc__))
     return (f"Keras {version}: jit_compile='auto' resolved to False while op determinism is on, "
             "as Keras 3.7+ does (keras PR 20315); an explicit jit_compile=True warned about on a GPU")
 
