@@ -102,11 +102,9 @@ def _seeds(tensorflow: bool) -> dict:
             seeds["op_determinism"] = {"status": "unknown", "reason": f"{type(exc).__name__}: {exc}"}
     if tensorflow:
         try:
-            from tensorflow.python.eager import context  # type: ignore
-            from tensorflow.python.framework import ops  # type: ignore
+            from ..core.fingerprint import tf_global_seed
 
-            seeds["tf_global_seed"] = (getattr(context.context(), "_seed", None) if context.executing_eagerly()
-                                       else ops.get_default_graph().seed)
+            seeds["tf_global_seed"] = tf_global_seed()[0]
         except Exception as exc:
             seeds["tf_global_seed"] = f"unknown: {type(exc).__name__}"
     return seeds
