@@ -21,7 +21,7 @@ from . import allocator
 from .bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 from .bootstrap import sitecustomize as bootstrap
 from ..core import streams
-from ..core.options import Option, flag, unset
+from ..core.options import Option, flag, run_flag, unset
 from ..core.registry import all_options
 
 HELP = "run a command with the patches applied in it and in every Python process it starts"
@@ -32,7 +32,7 @@ T = TypeVar("T")
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     # One flag per apply_all() option, named after it: the variables stay the single source.
     for option in all_options():
-        name = "--" + option.name.replace("_", "-")
+        name = run_flag(option.name)
         # argparse %-formats help texts: an option's "≈2.3 % of" broke every --help.
         help_text = f"{option.help} (sets {option.env_var})".replace("%", "%%")
         if option.convert is flag:

@@ -41,6 +41,24 @@ class Option:
     help: str
 
 
+def run_flag(name: str) -> str:
+    """The ``tf-patches run`` flag of the ``apply_all`` keyword ``name``: ``--graph-growth-guard``."""
+    return "--" + name.replace("_", "-")
+
+
+def run_flags(values: Mapping[str, Any]) -> Tuple[str, ...]:
+    """The ``tf-patches run`` flags that set these ``apply_all`` keywords (a fix declared as its
+    options, :class:`~tf_patches.core.signature.Signature`): ``--name VALUE``, a bare ``--name`` for True."""
+    return tuple(part for name, value in values.items()
+                 for part in (run_flag(name),) + (() if value is True else (str(value),)))
+
+
+def keywords(values: Mapping[str, Any]) -> str:
+    """The same as ``apply_all()`` arguments, as code: ``graph_growth_guard="finalize"``."""
+    return ", ".join(f'{name}="{value}"' if isinstance(value, str) else f"{name}={value!r}"
+                     for name, value in values.items())
+
+
 def unset(value: Any) -> bool:
     """None or blank text: an empty variable (``VAR=``) is an unset one, as shells and Docker mean it."""
     return value is None or (isinstance(value, str) and not value.strip())

@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .context import _MISSING, raw_attribute, restore, tf_module
+from .options import keywords, run_flags
 
 
 # The options key a diagnosis adds when it checks which probes to arm (spec.check): a signature
@@ -46,14 +47,23 @@ class Signature:
     unit_bytes: Callable[[str], Optional[int]]  # by TF version (see by_minor); None: fitted from RSS
     floor: int  # counts up to this are set-up, not a loop: the signature has not fired
     fix: str  # what the patch does about it, in a few words
-    run_flags: Tuple[str, ...] = ()  # `tf-patches run` flags of the fix
-    apply_kwargs: str = ""  # the same as apply_all() arguments
+    # The fix's apply_all() keywords beyond the defaults ({"graph_growth_guard": "finalize"}): the
+    # `tf-patches run` flags and the apply_all() arguments a report gives are derived from them.
+    options: Mapping[str, Any] = field(default_factory=dict)
     patch: str = ""  # registry name of the fix (or the advisory): the registry fills it in
     # For someone who never heard of the library (issue 20): the leak in plain words, singular
     # ("a new random-op kernel kept per draw"); the fix in their own code; the fix upstream.
     name: str = ""
     code_fix: str = ""
     upstream_fix: str = ""
+
+    @property
+    def run_flags(self) -> Tuple[str, ...]:
+        return run_flags(self.options)
+
+    @property
+    def apply_kwargs(self) -> str:
+        return keywords(self.options)
 
 
 class Installer:

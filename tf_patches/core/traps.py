@@ -18,10 +18,11 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from .errors import ReproducibilityWarning, logger
+from .options import keywords, run_flags
 from .signature import Site
 
 REPRO_DIR_VARIABLE = "TF_PATCHES_REPRO_DIR"  # set by `tf-patches repro` for every process of a run
@@ -35,14 +36,21 @@ class Trap:
 
     explanation: str  # plain words, singular: what happens to the user's numbers
     fix: str  # what to do about it, in the user's code (the mode that fixes it, if any)
-    # `tf-patches run` flags and apply_all() keywords of the fix tf-patches can apply ("" / (): a
-    # code change only, or none needed).
-    run_flags: Tuple[str, ...] = ()
-    apply_kwargs: str = ""
+    # apply_all() keywords of the fix tf-patches can apply ({}: a code change only, or none needed);
+    # its `tf-patches run` flags and apply_all() arguments are derived from them.
+    options: Mapping[str, Any] = field(default_factory=dict)
     # True where the trap makes runs repeat more than they should (the same augmentation every
     # epoch): repro names it as a warning even when two runs are identical.
     too_repeatable: bool = False
     patch: str = ""  # registry name: the registry fills it in
+
+    @property
+    def run_flags(self) -> Tuple[str, ...]:
+        return run_flags(self.options)
+
+    @property
+    def apply_kwargs(self) -> str:
+        return keywords(self.options)
 
 
 @dataclass(frozen=True)

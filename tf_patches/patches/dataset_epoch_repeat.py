@@ -73,8 +73,7 @@ TRAP = traps.Trap(
                 "every new iteration of the dataset, so every epoch sees epoch 1's augmentation",
     fix='apply_all(dataset_epoch_repeat="rerandomize"): a new reproducible stream each iteration; or '
         "iterate once (.repeat() with steps_per_epoch), or draw from a tf.random.Generator",
-    run_flags=("--dataset-epoch-repeat", "rerandomize"),
-    apply_kwargs='dataset_epoch_repeat="rerandomize"',
+    options={NAME: "rerandomize"},
     too_repeatable=True,
 )
 

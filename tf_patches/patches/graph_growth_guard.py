@@ -255,7 +255,7 @@ SIGNATURE = Signature(
     unit_bytes=by_minor({}, int(43.9 * 1024 * KIB / 2000)), floor=32,
     fix="build every op before the run loop; the guard names the line that adds them "
         "(finalize mode turns it into an error there)",
-    run_flags=("--graph-growth-guard", "finalize"), apply_kwargs='graph_growth_guard="finalize"',
+    options={NAME: "finalize"},
     name='an op added to the graph by every Session.run step',
     code_fix=('build every op before the loop, then call `sess.graph.finalize()`: the line that adds an op '
               'raises there'),

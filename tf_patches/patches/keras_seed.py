@@ -64,8 +64,7 @@ TRAP = traps.Trap(
     fix='seed Keras too: keras.utils.set_random_seed(s) (or apply_all(deterministic=True)) instead of '
         'tf.random.set_seed(s) alone; or apply_all(keras_seed="follow") to make tf.random.set_seed(s) '
         "seed Keras's default seeds",
-    run_flags=("--keras-seed", "follow"),
-    apply_kwargs='keras_seed="follow"',
+    options={NAME: "follow"},
 )
 LIFECYCLE_OPTIONS = {NAME: "follow"}
 IDENTITY = "keras default seeds"  # derive_seed's identity for the private generator

@@ -41,8 +41,7 @@ TRAP = traps.Trap(
                 "draw follows thread timing and the values differ from run to run",
     fix="turn on op determinism (apply_all(deterministic=True): the map then runs serially), or draw "
         "with stateless ops seeded per element from Dataset.random zipped into the dataset",
-    run_flags=("--deterministic",),
-    apply_kwargs="deterministic=True",
+    options={"deterministic": True},
 )
 AUTOTUNE = -1
 

@@ -276,7 +276,7 @@ def install(ctx: PatchContext) -> str:
 SIGNATURE = Signature(
     unit="FFT ops not pinned to the CPU on the nvidia-tensorflow 1.15.5 build whose cuFFT ops leak",
     unit_bytes=by_minor({}, None), floor=0, fix="run them on the CPU (or refuse them)",
-    run_flags=("--rfft-guard", "cpu"), apply_kwargs='rfft_guard="cpu"',
+    options={NAME: "cpu"},
     name='an FFT op on the GPU of nvidia-tensorflow 1.15.5, slower and bigger every run',
     code_fix=("place the FFT ops on the CPU: `with tf.device('/cpu:0'): tf.signal.rfft(x)`"),
     upstream_fix='no fix (NVIDIA/tensorflow 76); nvidia-tensorflow 1.15.4 does not have it')
