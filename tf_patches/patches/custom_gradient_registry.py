@@ -38,12 +38,13 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_mi
 NAME = "custom_gradient_registry"
 TITLE = "tf.custom_gradient registrations freed with their graph: no FuncGraph leak per trace"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/97697"
+PUBLIC = ("WeakEntry",)  # what tests, benchmarks and other patches import from here
 # 2.12 registers as much, but something else keeps Keras 2's graphs there: a fit loop grows
 # 1.9 MB per model on 2.12.1 with or without this patch. From 2.14 the registry is what leaks.
 GATE = Gate(versions=">=2.14", fixed_in="2.22",
             fixed_by="pull request 109334; measured fixed on tf-nightly-cpu 2.22.0.dev20260905")
 
-HOLDER = "_tf_patches_custom_gradients"  # graph attribute: the gradient functions it registered
+_HOLDER = "_tf_patches_custom_gradients"  # graph attribute: the gradient functions it registered
 
 
 class WeakEntry(dict):
@@ -69,7 +70,7 @@ class _Trace:
         self.name: Optional[str] = None
 
 
-def hold_weakly(registry: Any, name: str, graph: Any, type_tag: str) -> None:
+def _hold_weakly(registry: Any, name: str, graph: Any, type_tag: str) -> None:
     """Move the strong reference of registry entry ``name`` onto ``graph``; the entry is removed
     when the function dies."""
     entries = registry._registry
@@ -77,10 +78,10 @@ def hold_weakly(registry: Any, name: str, graph: Any, type_tag: str) -> None:
     if entry is None or isinstance(entry, WeakEntry):
         return
     function = entry[type_tag]
-    holder = getattr(graph, HOLDER, None)
+    holder = getattr(graph, _HOLDER, None)
     if holder is None:
         holder = []
-        setattr(graph, HOLDER, holder)
+        setattr(graph, _HOLDER, holder)
     holder.append(function)
 
     def forget(ref: "weakref.ref[Any]") -> None:
@@ -93,7 +94,7 @@ def hold_weakly(registry: Any, name: str, graph: Any, type_tag: str) -> None:
     entries[name] = weak
 
 
-def hold_strongly(registry: Any, type_tag: str) -> None:
+def _hold_strongly(registry: Any, type_tag: str) -> None:
     """Turn every live weak entry back into a plain one, as stock TF holds it; drop dead ones."""
     entries = registry._registry
     for name, entry in list(entries.items()):
@@ -135,11 +136,11 @@ def install(ctx: PatchContext) -> str:
         finally:
             tracing.trace = outer
         if trace.name is not None:
-            hold_weakly(registry, trace.name, trace.graph, type_tag)
+            _hold_weakly(registry, trace.name, trace.graph, type_tag)
         return result
 
     # Journal order: on revert the wrappers go first, then the live entries turn strong again.
-    ctx.on_revert("weak custom-gradient registry entries", lambda: hold_strongly(registry, type_tag))
+    ctx.on_revert("weak custom-gradient registry entries", lambda: _hold_strongly(registry, type_tag))
     ctx.replace_attribute(custom_gradient, "generate_name", generate_name)
     ctx.replace_attribute(custom_gradient, "_graph_mode_decorator", graph_mode_decorator)
     return (

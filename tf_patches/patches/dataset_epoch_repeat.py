@@ -62,9 +62,9 @@ NAME = "dataset_epoch_repeat"
 TITLE = "tf.data random ops that repeat the same values at every new iteration (epoch)"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35682"
 GATE = Gate(versions=">=2.0")  # measured on 2.12 and 2.21; closed upstream with no change
-MODES = ("warn", "rerandomize")
+_MODES = ("warn", "rerandomize")
 OPTIONS = (
-    Option(NAME, "TF_PATCHES_DATASET_EPOCH_REPEAT", choice(*MODES), "warn",
+    Option(NAME, "TF_PATCHES_DATASET_EPOCH_REPEAT", choice(*_MODES), "warn",
            "rerandomize: each new iteration (epoch) of a dataset whose map/filter/... function draws "
            "seeded random numbers gets a new reproducible stream (iteration 1 keeps stock's values)."),
 )
@@ -80,7 +80,7 @@ TRAP = traps.Trap(
 # The defaults install it too; rerandomize also replaces the op wrappers (over seed_kernel_cache's).
 LIFECYCLE_OPTIONS = {NAME: "rerandomize"}
 
-PHILOX = 1  # RNG_ALG_PHILOX: the stateful kernels' algorithm
+_PHILOX = 1  # RNG_ALG_PHILOX: the stateful kernels' algorithm
 # The stateful op wrappers rerandomize replaces: (gen_random_ops function, its parameters before
 # seed/seed2/name, the op drawing the same stream from a state variable: a tf.random.Generator op
 # in gen_stateful_random_ops, or "shuffle": RngReadAndSkip then StatelessShuffle).
@@ -100,7 +100,7 @@ class _Tracing(threading.local):
         self.streams: List[List["Stream"]] = []
 
 
-class Stream:
+class _Stream:
     """One rerandomized op's Philox state: a variable [counter_low, counter_high, key]."""
 
     __slots__ = ("variable", "seed", "seed2")
@@ -109,18 +109,18 @@ class Stream:
         self.variable, self.seed, self.seed2 = variable, seed, seed2
 
     def state(self, iteration: int) -> List[int]:
-        key = self.seed if iteration <= 1 else iteration_key(self.seed, self.seed2, iteration)
+        key = self.seed if iteration <= 1 else _iteration_key(self.seed, self.seed2, iteration)
         return [0, self.seed2, key]
 
 
-def iteration_key(seed: int, seed2: int, iteration: int) -> int:
+def _iteration_key(seed: int, seed2: int, iteration: int) -> int:
     """Iteration ``iteration``'s Philox key: from the op's seeds and the iteration only (the same
     in every process and Python: BLAKE2b of their decimal text), 63 bits (an int64 state word)."""
     digest = hashlib.blake2b(f"{seed}:{seed2}:{iteration}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 
 
-class Iterations:
+class _Iterations:
     """Counts the iterations of each dataset function with seeded random ops, and acts on them:
     warns at the second, and (rerandomize) sets each stream for the iteration."""
 
@@ -128,7 +128,7 @@ class Iterations:
         self._patch = patch
         self._mode = mode
         self._counts: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
-        self.streams: "weakref.WeakKeyDictionary[Any, List[Stream]]" = weakref.WeakKeyDictionary()
+        self.streams: "weakref.WeakKeyDictionary[Any, List[_Stream]]" = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
 
     def begin(self, dataset: Any, frame: Any) -> None:
@@ -202,20 +202,20 @@ def _rerandomized(original: Callable, parameters: Tuple[str, ...], draw: str, tr
                 return original(*args, **kwargs)
             variable = resource_variable_ops.ResourceVariable(
                 [0, seed2, seed], dtype=dtypes.int64, trainable=False, name="tf_patches_epoch_stream")
-        tracing.streams[-1].append(Stream(variable, seed, seed2))
+        tracing.streams[-1].append(_Stream(variable, seed, seed2))
         rest = [bound[name] for name in parameters]
         if generator_op is not None:  # one op: reads the state, draws, advances it
-            return generator_op(variable.handle, PHILOX, *rest, name=bound.get("name"))
+            return generator_op(variable.handle, _PHILOX, *rest, name=bound.get("name"))
         # Shuffle: its kernel reserves a few blocks; RngReadAndSkip skips 256 at a time.
-        state = stateful.rng_read_and_skip(variable.handle, alg=PHILOX, delta=1)
+        state = stateful.rng_read_and_skip(variable.handle, alg=_PHILOX, delta=1)
         key = array_ops.bitcast(state[2:], dtypes.uint64)
         counter = array_ops.bitcast(state[:2], dtypes.uint64)
-        return stateless_shuffle(rest[0], key, counter, PHILOX, name=bound.get("name"))
+        return stateless_shuffle(rest[0], key, counter, _PHILOX, name=bound.get("name"))
 
     return wrapper
 
 
-def _traced(original_init: Callable, iterations: Iterations, tracing: Optional[_Tracing],
+def _traced(original_init: Callable, iterations: _Iterations, tracing: Optional[_Tracing],
             patch: PatchContext) -> Callable:
     """StructuredFunctionWrapper.__init__, remembering the traced function's seeded random ops
     and the user's line that built it (and, rerandomizing, the streams made while tracing it)."""
@@ -242,7 +242,7 @@ def _traced(original_init: Callable, iterations: Iterations, tracing: Optional[_
     return __init__
 
 
-def _iterating(original_init: Callable, iterations: Iterations, context: Any, patch: PatchContext) -> Callable:
+def _iterating(original_init: Callable, iterations: _Iterations, context: Any, patch: PatchContext) -> Callable:
     """OwnedIterator.__init__, counting the iteration first (eager iterators only: one inside a
     tf.function is created at trace, and runs at every call)."""
 
@@ -267,7 +267,7 @@ def install(ctx: PatchContext) -> str:
     iterator_ops = tf_module("python.data.ops.iterator_ops")
     context = tf_module("python.eager.context")
     mode = ctx.options.get(NAME) or "warn"
-    iterations = Iterations(ctx, mode)
+    iterations = _Iterations(ctx, mode)
     tracing = _Tracing() if mode == "rerandomize" else None
     rebuilt: List[str] = []
     if tracing is not None:

@@ -45,10 +45,13 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_mi
 NAME = "graph_growth_guard"
 TITLE = "Session.run loops that add ops to the graph: warn, or finalize the graph"
 ISSUE_URL = "https://www.tensorflow.org/api_docs/python/tf/Graph#finalize"
+PUBLIC = (  # what tests, benchmarks and other patches import from here
+    "WARMUP_RUNS", "GROWING_RUNS", "GraphGrowthWarning", "Guard",
+)
 GATE = Gate()  # BaseSession.run and Graph.version exist in every TF, 1.x and 2.x
-MODES = ("warn", "finalize", "off")
+_MODES = ("warn", "finalize", "off")
 OPTIONS = (
-    Option(NAME, "TF_PATCHES_GRAPH_GROWTH", choice(*MODES), "warn",
+    Option(NAME, "TF_PATCHES_GRAPH_GROWTH", choice(*_MODES), "warn",
            "warn: one warning per Session whose graph keeps growing between runs; finalize: "
            "finalize each Session's graph from its 10th run, so a line adding an op raises; off."),
 )
@@ -64,7 +67,7 @@ class GraphGrowthWarning(TfPatchesWarning):
     """The graph of a Session keeps growing between runs: ops are built inside the run loop."""
 
 
-class Watch:
+class _Watch:
     """One session's graph as its runs see it."""
 
     __slots__ = ("graph", "version", "runs", "growths", "added")
@@ -91,7 +94,7 @@ class Guard:
 
     def __init__(self, mode: str, library_dirs: Tuple[str, ...]):
         self.mode = mode
-        self.watches: Dict[int, Optional[Watch]] = {}
+        self.watches: Dict[int, Optional[_Watch]] = {}
         self.finalized: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self.added_total = 0  # ops added after the warm-up, every session ever watched
         self._library_dirs = library_dirs
@@ -122,10 +125,10 @@ class Guard:
 
         return run
 
-    def start(self, session: Any) -> Optional[Watch]:
+    def start(self, session: Any) -> Optional[_Watch]:
         """Watch a session's graph from its first run; a graph finalized already cannot grow."""
         graph = session.graph
-        watch = None if graph.finalized else Watch(graph)
+        watch = None if graph.finalized else _Watch(graph)
         with self._lock:
             if id(session) not in self.watches:
                 # Keyed by id (no weakref made per run); the entry goes when the session does.
@@ -133,7 +136,7 @@ class Guard:
             self.watches[id(session)] = watch
         return watch
 
-    def step(self, session: Any, watch: Watch, runs: int) -> None:
+    def step(self, session: Any, watch: _Watch, runs: int) -> None:
         """The slow path: a run in the warm-up, or one that found the graph grown."""
         with self._lock:
             version = watch.graph.version
@@ -159,7 +162,7 @@ class Guard:
             self.watches[id(session)] = None
         self._warn(watch, grown)
 
-    def _warn(self, watch: Watch, grown: int) -> None:
+    def _warn(self, watch: _Watch, grown: int) -> None:
         newest = watch.graph.get_operations()[-grown:][:_SHOWN_OPS]
         sites: List[Tuple[str, int, str]] = []
         for op in newest:
@@ -191,7 +194,7 @@ class Guard:
         self.finalized.clear()
 
 
-def _growth_message(watch: Watch, newest: List[Any], sites: List[Tuple[str, int, str]]) -> str:
+def _growth_message(watch: _Watch, newest: List[Any], sites: List[Tuple[str, int, str]]) -> str:
     runs_after = watch.runs - WARMUP_RUNS
     ops = ", ".join(f"{op.name} ({op.type})" for op in newest)
     where = "; ".join(f"{filename}:{line} in {function}" for filename, line, function in sites)
@@ -287,7 +290,7 @@ class GraphGrowth(Probe):
                 if grown > 0:
                     how = sites.tick(grown)
                     if how:  # the user's line in the newest op's creation stack, not the run's
-                        sites.add(newest_site(guard, session), grown, how)
+                        sites.add(_newest_site(guard, session), grown, how)
 
         run.__wrapped__ = original  # type: ignore[attr-defined]
         installer.replace(session.BaseSession, "run", run)
@@ -296,7 +299,7 @@ class GraphGrowth(Probe):
         return self._guard.added_total if self._guard is not None else 0
 
 
-def newest_site(guard: Guard, session: Any) -> Optional[Tuple[str, int, str]]:
+def _newest_site(guard: Guard, session: Any) -> Optional[Tuple[str, int, str]]:
     """Where the newest op of a session's graph was built (by the user's code), or None."""
     try:
         graph = session.graph

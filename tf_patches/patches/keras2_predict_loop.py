@@ -61,6 +61,9 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_mi
 NAME = "keras2_predict_loop"
 TITLE = "Keras 2 predict() in a loop: one in-memory batch without the leaking tf.data pipeline"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/58676"
+PUBLIC = (  # what tests, benchmarks and other patches import from here
+    "keras_version", "keras_in_use", "adapter_module", "single_batch",
+)
 # Keras 2 as its own package (tf.keras from TF 2.6); TF 2.15 (Keras 2.15, growth small: issue 9,
 # not measured for speed) is left out; from TF 2.16 the precondition decides by the Keras in use.
 GATE = Gate(versions=">=2.6,!=2.15.*")
@@ -245,7 +248,7 @@ _UNIT_BYTES = {"2.12": 248 * KIB, "2.14": 268 * KIB,
                "2.20": int(0.85 * KIB), "2.21": int(1.0 * KIB)}
 
 
-def unit_bytes(version: str) -> Optional[int]:
+def _unit_bytes(version: str) -> Optional[int]:
     """Measured where measured; 258 KiB for the other Keras 2 package releases (the adapter's code
     is the same in 2.6–2.14); None (fitted from RSS by the report) for unmeasured tf-keras ones."""
     release = parse_version(version)
@@ -255,7 +258,7 @@ def unit_bytes(version: str) -> Optional[int]:
 
 SIGNATURE = Signature(
     unit="Keras 2 input pipelines built for in-memory data (predict/fit/evaluate calls)",
-    unit_bytes=unit_bytes, floor=8,  # measured sizes: _UNIT_BYTES above
+    unit_bytes=_unit_bytes, floor=8,  # measured sizes: _UNIT_BYTES above
     fix="one in-memory batch served without the leaking pipeline",
     name='a new tf.data input pipeline built per Keras 2 predict() call',
     code_fix=('in a loop over small in-memory batches call `model(x, training=False)` instead of '

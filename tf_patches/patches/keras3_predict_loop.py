@@ -53,6 +53,7 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature
 NAME = "keras3_predict_loop"
 TITLE = "Keras 3 predict() in a loop: one in-memory batch without a tf.data pipeline per call"
 ISSUE_URL = "https://github.com/keras-team/keras/issues/13118"
+PUBLIC = ("trainer_module",)  # what tests, benchmarks and other patches import from here
 GATE = Gate(versions=">=2.16")  # Keras 3 is tf.keras from TF 2.16; the precondition reads which Keras
 # Keras 3 minors whose outputs were checked bit-identical to stock here (tests/test_keras3_predict_loop.py's
 # cases, on TF 2.21 with keras 3.3.3, 3.4.1, 3.5.0, 3.6.0, 3.7.0, 3.8.0, 3.9.2, 3.10.0, 3.11.3, 3.12.0, 3.13.2, 3.14.0, 3.15.1).
@@ -86,7 +87,7 @@ def trainer_module() -> ModuleType:
     return importlib.import_module(_TRAINER)
 
 
-def when_trainer_loaded(hook: Callable[[ModuleType], None], what: str) -> Optional[Callable[[], None]]:
+def _when_trainer_loaded(hook: Callable[[ModuleType], None], what: str) -> Optional[Callable[[], None]]:
     """``hook(trainer)`` now if Keras's TensorFlow trainer is loaded, else once it is (a
     program that imports ``keras`` first has TF's import finish inside Keras's own: the trainer
     cannot be imported from there). Later, a hook that raises is logged, never the user's
@@ -112,7 +113,7 @@ def install(ctx: PatchContext) -> str:
         if ctx.active:
             _serve(ctx, trainer)
 
-    cancel = when_trainer_loaded(hook, NAME)
+    cancel = _when_trainer_loaded(hook, NAME)
     served = (f"{_TRAINER}.TensorFlowTrainer.predict: one in-memory batch (arrays or tensors, no steps or "
               "callbacks) runs the model's predict_function without an epoch iterator, the rest as before")
     if cancel is None:
@@ -248,7 +249,7 @@ class PredictPipelines(Probe):
         self._models: Any = weakref.WeakSet()  # models whose predict built a pipeline already
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
-        cancel = when_trainer_loaded(lambda trainer: self._wrap(installer, trainer), f"diagnose's {NAME} probe")
+        cancel = _when_trainer_loaded(lambda trainer: self._wrap(installer, trainer), f"diagnose's {NAME} probe")
         if cancel is not None:
             installer.on_remove(cancel)
 

@@ -52,9 +52,9 @@ NAME = "keras_seed"
 TITLE = "tf.random.set_seed alone leaves Keras's default seeds to Python's random"
 ISSUE_URL = "https://github.com/keras-team/keras/issues/18244"
 GATE = Gate(versions=">=2.10")  # Keras 2.10 began drawing default seeds from Python's random
-MODES = ("warn", "follow")
+_MODES = ("warn", "follow")
 OPTIONS = (
-    Option(NAME, "TF_PATCHES_KERAS_SEED", choice(*MODES), "warn",
+    Option(NAME, "TF_PATCHES_KERAS_SEED", choice(*_MODES), "warn",
            "follow: tf.random.set_seed(s) alone also seeds the default seeds Keras draws for layers, "
            "initializers and Dropout (from a private generator derived from s)."),
 )
@@ -67,8 +67,8 @@ TRAP = traps.Trap(
     options={NAME: "follow"},
 )
 LIFECYCLE_OPTIONS = {NAME: "follow"}
-IDENTITY = "keras default seeds"  # derive_seed's identity for the private generator
-MESSAGE = (
+_IDENTITY = "keras default seeds"  # derive_seed's identity for the private generator
+_MESSAGE = (
     "Keras drew a default seed from Python's random for what this line builds (no seed= given), and "
     "tf.random.set_seed does not seed Python's random: its weights, Dropout masks or random "
     "augmentation differ from run to run. Seed Keras too with keras.utils.set_random_seed(s) "
@@ -78,7 +78,7 @@ MESSAGE = (
 _HIGH = int(1e9)  # Keras's own range: randint(1, 1e9)
 
 
-class DefaultSeeds:
+class _DefaultSeeds:
     """Where a default seed comes from: ``None`` (stock: Python's ``random``) or, in "follow", the
     private generator of the current TF global seed. Warns in "warn"."""
 
@@ -96,16 +96,16 @@ class DefaultSeeds:
         if seed is None:
             return None
         if self.mode == "warn":
-            traps.warn(NAME, MESSAGE, site=traps.user_site(frame))
+            traps.warn(NAME, _MESSAGE, site=traps.user_site(frame))
             return None
         with self._lock:
             if self._rng is None or epoch is not self._epoch:  # a new tf.random.set_seed: a new stream
                 self._epoch = epoch
-                self._rng = random.Random(seeds.derive_seed(int(seed) % (seeds.MAX_SEED + 1), IDENTITY))
+                self._rng = random.Random(seeds.derive_seed(int(seed) % (seeds.MAX_SEED + 1), _IDENTITY))
             return self._rng.randint(1, _HIGH)
 
 
-def _guarded(what: str, frame: Any, source: DefaultSeeds, keras_seeded: Callable[[], bool]) -> Optional[int]:
+def _guarded(what: str, frame: Any, source: _DefaultSeeds, keras_seeded: Callable[[], bool]) -> Optional[int]:
     try:
         return source.draw(frame, keras_seeded)
     except ReproducibilityWarning:
@@ -115,7 +115,7 @@ def _guarded(what: str, frame: Any, source: DefaultSeeds, keras_seeded: Callable
         return None
 
 
-def _seed_watch(original: Callable, source: DefaultSeeds, ctx: PatchContext) -> Callable:
+def _seed_watch(original: Callable, source: _DefaultSeeds, ctx: PatchContext) -> Callable:
     """``random.seed``: a seed given (not ``None``, which reseeds from the OS) marks Python's
     ``random`` as seeded, so Keras's default seeds are reproducible again and stay stock's."""
 
@@ -127,7 +127,7 @@ def _seed_watch(original: Callable, source: DefaultSeeds, ctx: PatchContext) -> 
     return seed
 
 
-def _keras3_default_seed(original: Callable, source: DefaultSeeds, ctx: PatchContext, global_state: Any,
+def _keras3_default_seed(original: Callable, source: _DefaultSeeds, ctx: PatchContext, global_state: Any,
                          rng_utils: Any) -> Callable:
     marker = getattr(rng_utils, "GLOBAL_RANDOM_SEED", None)
 
@@ -144,7 +144,7 @@ def _keras3_default_seed(original: Callable, source: DefaultSeeds, ctx: PatchCon
     return make_default_seed
 
 
-def _keras2_create_seed(original: Callable, source: DefaultSeeds, ctx: PatchContext, backend: Any) -> Callable:
+def _keras2_create_seed(original: Callable, source: _DefaultSeeds, ctx: PatchContext, backend: Any) -> Callable:
     def keras_seeded() -> bool:  # keras.utils.set_random_seed's own generator: stock uses it
         return getattr(getattr(backend, "_SEED_GENERATOR", None), "generator", None) is not None
 
@@ -158,7 +158,7 @@ def _keras2_create_seed(original: Callable, source: DefaultSeeds, ctx: PatchCont
     return _create_seed
 
 
-def _install_keras(ctx: PatchContext, source: DefaultSeeds, package: str) -> None:
+def _install_keras(ctx: PatchContext, source: _DefaultSeeds, package: str) -> None:
     """Replace where the Keras of ``package`` (``keras`` 3 or 2, ``tf_keras``) draws default seeds."""
     modules = sys.modules
     if package == "keras" and "keras.src.random.seed_generator" in modules:
@@ -178,7 +178,7 @@ def _install_keras(ctx: PatchContext, source: DefaultSeeds, package: str) -> Non
                          "backend.RandomGenerator._create_seed")
 
 
-def _install_or_wait(ctx: PatchContext, source: DefaultSeeds, package: str) -> None:
+def _install_or_wait(ctx: PatchContext, source: _DefaultSeeds, package: str) -> None:
     """Install now; or, where ``package`` is still importing (``import keras`` first: TF's import,
     and so this install, finishes inside Keras's own, before the module that draws its default
     seeds is loaded), once that module is loaded."""
@@ -195,7 +195,7 @@ def _install_or_wait(ctx: PatchContext, source: DefaultSeeds, package: str) -> N
     ctx.on_revert(f"the {package} import hook", cancel)
 
 
-def _when_imported(ctx: PatchContext, source: DefaultSeeds, package: str) -> Callable:
+def _when_imported(ctx: PatchContext, source: _DefaultSeeds, package: str) -> Callable:
     def hook(module: Any) -> None:
         if not ctx.active:
             return
@@ -208,13 +208,13 @@ def _when_imported(ctx: PatchContext, source: DefaultSeeds, package: str) -> Cal
     return hook
 
 
-_sources: "weakref.WeakKeyDictionary[PatchContext, DefaultSeeds]" = weakref.WeakKeyDictionary()
+_sources: "weakref.WeakKeyDictionary[PatchContext, _DefaultSeeds]" = weakref.WeakKeyDictionary()
 
 
 def prepare(ctx: PatchContext) -> None:
     """At apply_all, before ``import tensorflow`` too: from now on a ``random.seed`` is seen."""
     # deterministic=True seeds Python's random itself (op_determinism, at its install).
-    source = _sources[ctx] = DefaultSeeds(ctx.options.get(NAME) or "warn",
+    source = _sources[ctx] = _DefaultSeeds(ctx.options.get(NAME) or "warn",
                                           python_seeded=bool(ctx.options.get("deterministic")))
     ctx.replace_attribute(random, "seed", _seed_watch(random.seed, source, ctx))
 

@@ -48,6 +48,11 @@ from . import _deterministic_seeds, _keras_auto_xla
 NAME = "op_determinism"
 TITLE = "Repeatable runs: seeds, and the determinism switch each TensorFlow version reads"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/18096"
+PUBLIC = (  # what tests, benchmarks and other patches import from here
+    "TF_CUDNN_DETERMINISTIC", "TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND",
+    "CUBLAS_WORKSPACE_CONFIG", "CUBLAS_WORKSPACE", "KNOWN_GPU_GAPS", "environment_switches",
+    "uses_api", "known_gpu_gaps", "seed_decision", "seed_everything", "crop_and_resize_gradients",
+)
 GATE = Gate(versions=">=1.14")  # TF_CUDNN_DETERMINISTIC, the first switch, came with 1.14
 DEFAULT_SEED = seeds.DEFAULT_SEED
 OPTIONS = (
@@ -63,7 +68,7 @@ TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
 TF_CUDNN_USE_FRONTEND = "TF_CUDNN_USE_FRONTEND"
 CUBLAS_WORKSPACE_CONFIG = "CUBLAS_WORKSPACE_CONFIG"
 CUBLAS_WORKSPACE = ":4096:8"  # PyTorch's reproducibility notes: cuBLAS deterministic, CUDA ≥ 10.2
-API_FROM = Version("2.8")  # tf.config.experimental.enable_op_determinism
+_API_FROM = Version("2.8")  # tf.config.experimental.enable_op_determinism
 
 # Ops still non-deterministic on a GPU with the switch on, by stock TF version, as
 # (op, versions where it is, versions where TF raises UnimplementedError instead of running it).
@@ -97,7 +102,7 @@ def environment_switches(env: Environment) -> Dict[str, str]:
     until 2.8 made cuDNN's algorithm choice deterministic again (TF issue 53771).
     """
     version = parse_version(env.version)
-    if version is None or version >= API_FROM:
+    if version is None or version >= _API_FROM:
         return {}
     if version < Version("2.1"):
         switches = {TF_CUDNN_DETERMINISTIC: "1"}
@@ -113,7 +118,7 @@ def environment_switches(env: Environment) -> Dict[str, str]:
 def uses_api(env: Environment) -> bool:
     """True from 2.8, where ``enable_op_determinism()`` replaces the variables."""
     version = parse_version(env.version)
-    return version is not None and version >= API_FROM
+    return version is not None and version >= _API_FROM
 
 
 def known_gpu_gaps(env: Environment) -> Tuple[List[str], List[str]]:

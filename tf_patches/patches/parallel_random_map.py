@@ -43,9 +43,9 @@ TRAP = traps.Trap(
         "with stateless ops seeded per element from Dataset.random zipped into the dataset",
     options={"deterministic": True},
 )
-AUTOTUNE = -1
+_AUTOTUNE = -1
 
-MESSAGE = (
+_MESSAGE = (
     "{what} runs with num_parallel_calls={calls} and draws from stateful random ops ({ops}): the "
     "parallel calls share each op's stream in thread-timing order, so the values differ from run "
     "to run. Either turn on op determinism (apply_all(deterministic=True) or "
@@ -104,8 +104,8 @@ def _check(built: Any, frame: Any, config: Any, tensor_util: Any) -> None:
         return
     what = (f"the function {draws.function!r} passed to this parallel map" if draws.function
             else "this parallel map's function")
-    shown = "AUTOTUNE" if calls == AUTOTUNE else ("a tensor" if calls is None else calls)
-    traps.warn(NAME, MESSAGE.format(what=what, calls=shown, ops=draws.describe()),
+    shown = "AUTOTUNE" if calls == _AUTOTUNE else ("a tensor" if calls is None else calls)
+    traps.warn(NAME, _MESSAGE.format(what=what, calls=shown, ops=draws.describe()),
                site=draws.site or traps.user_site(frame))
 
 

@@ -88,7 +88,7 @@ class _Tracing:
         return chain, graph
 
 
-def registered_callback(result: Any, registry: Any) -> Any:
+def _registered_callback(result: Any, registry: Any) -> Any:
     """The callback behind the PyFunc / EagerPyFunc op that ``_internal_py_func`` returned (its
     tensors, a composite of them, or the op itself where it has no outputs), found by the op's
     ``token``; None where it cannot be read (then nothing is changed)."""
@@ -146,7 +146,7 @@ def install(ctx: PatchContext) -> str:
         chain, outer = tracing.graphs()
         result = original(*args, **kwargs)
         if chain:
-            callback = registered_callback(result, registry)
+            callback = _registered_callback(result, registry)
             if callback is not None and release_from_graph(outer, callback):
                 for graph in chain:
                     _hand_over(graph, callback)
@@ -234,7 +234,7 @@ class KeptTracedCallbacks(Probe):
             chain, outer = tracing.graphs()
             result = original(*args, **kwargs)
             if chain and not _in_from_generator():  # from_generator_release's probe counts those
-                callback = registered_callback(result, registry)
+                callback = _registered_callback(result, registry)
                 if callback is not None:
                     self.sites.hit()  # where it is traced: what is kept when its graphs go
                     try:

@@ -40,6 +40,9 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_mi
 NAME = "rfft_guard"
 TITLE = "FFT guard for nvidia-tensorflow 1.15.5: warn, refuse, or run FFT ops on the CPU"
 ISSUE_URL = "https://github.com/NVIDIA/tensorflow/issues/76"
+PUBLIC = (  # what tests, benchmarks and other patches import from here
+    "REPORTED_MACHINE", "MODES", "UnsafeFFTWarning", "UnsafeFFTError", "CallSites", "Guard",
+)
 # 1.15.4 was fine; the local tag (+nv22.12) is ignored by the version check, the build is not.
 GATE = Gate(versions="==1.15.5", nvidia_build=True, requires_gpu=True)
 # The machine of the report, as Environment.from_dict takes it: to describe the affected build to
@@ -60,7 +63,7 @@ OPTIONS = (
 
 # The FFT functions of fft_ops, in every TF from 1.15 (the n-d ones from 2.16 on); the raw op
 # and op type of each is its name in capitals (rfft2d -> RFFT2D).
-FAMILY = (
+_FAMILY = (
     "fft", "ifft", "fft2d", "ifft2d", "fft3d", "ifft3d", "fftnd", "ifftnd",
     "rfft", "irfft", "rfft2d", "irfft2d", "rfft3d", "irfft3d", "rfftnd", "irfftnd",
 )
@@ -217,10 +220,10 @@ def _build(env: Environment) -> str:
 
 def _targets(fft_ops: Any, raw_ops: Any) -> Iterator[Tuple[Any, str, str]]:
     """(owner module, attribute, public label) of each FFT function this TF has."""
-    for name in FAMILY:
+    for name in _FAMILY:
         if hasattr(fft_ops, name):
             yield fft_ops, name, f"tf.signal.{name}"
-    for name in FAMILY:
+    for name in _FAMILY:
         if hasattr(raw_ops, name.upper()):
             yield raw_ops, name.upper(), f"tf.raw_ops.{name.upper()}"
 
@@ -233,7 +236,7 @@ def _gradients_on_cpu(ctx: PatchContext, guard: Guard) -> int:
     # Private but stable from 1.15 to 2.21: op type -> {"type": gradient function, ...}.
     entries = ops._gradient_registry._registry
     wrapped = 0
-    for name in FAMILY:
+    for name in _FAMILY:
         entry = entries.get(name.upper())
         if entry is None or entry[tag] is None:  # no gradient, or registered as not differentiable
             continue
@@ -258,7 +261,7 @@ def install(ctx: PatchContext) -> str:
         bindings += len(ctx.replace_everywhere(owner, attribute, guard.wrap(original, label)))
         functions += 1
     if not functions:  # a guard that guards nothing must not report itself applied
-        raise AttributeError(f"none of the FFT functions {', '.join(FAMILY)} found in {fft_ops.__name__}")
+        raise AttributeError(f"none of the FFT functions {', '.join(_FAMILY)} found in {fft_ops.__name__}")
     detail = f"mode {mode}: {functions} FFT functions guarded in {bindings} bindings"
     if ctx.user_bindings:
         detail += f"; unguarded, held by user code since before apply_all(): {', '.join(ctx.user_bindings)}"
@@ -307,7 +310,7 @@ class UnsafeFFTs(Probe):
         self._count = 0
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
-        types = frozenset(name.upper() for name in FAMILY)
+        types = frozenset(name.upper() for name in _FAMILY)
 
         sites = self.sites
 

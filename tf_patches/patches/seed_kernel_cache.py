@@ -39,10 +39,13 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature, attri
 NAME = "seed_kernel_cache"
 TITLE = "Stock numbers without the kernel-cache leak of eager random ops under a global seed"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/36164"
+PUBLIC = (  # what tests, benchmarks and other patches import from here
+    "TWINS", "TWINLESS", "NOT_FED", "PairTable", "twin_wrapper",
+)
 GATE = Gate(versions=">=2.0")  # present in every 2.x release measured (2.12–2.21); no fix upstream
-MODES = ("twins", "exact")
+_MODES = ("twins", "exact")
 OPTIONS = (
-    Option(NAME, "TF_PATCHES_SEED_KERNEL_CACHE", choice(*MODES), "twins",
+    Option(NAME, "TF_PATCHES_SEED_KERNEL_CACHE", choice(*_MODES), "twins",
            "exact: also draw stock's numbers where stock repeats a seed pair (≈2.3 % of global seeds "
            "within 10,000 draws of one op), at ≤ 16 bytes per fresh pair, kept until the next "
            "tf.random.set_seed, and ≈1 µs per draw."),
@@ -88,7 +91,7 @@ NOT_FED = ("FractionalAvgPool", "FractionalMaxPool", "SampleDistortedBoundingBox
            "RandomCrop", "RandomPoisson", "RandomShuffleQueue", "SnapshotDataset",
            "ThreadUnsafeUnigramCandidateSampler")
 
-PHILOX = 1  # the RNG algorithm id of the stateful kernels (random::PhiloxRandom)
+_PHILOX = 1  # the RNG algorithm id of the stateful kernels (random::PhiloxRandom)
 _MAX_CACHED = 100_000  # kinds remembered by the twin-less path; cleared past this
 _MAX_KEYS = 1_024  # key tensors kept (one per global seed in use); cleared past this
 _MAXINT31 = 0x7FFFFFFF
@@ -100,7 +103,7 @@ class _Note(threading.local):
     pair: Optional[Tuple[int, int]] = None
 
 
-class Router:
+class _Router:
     """Decides, per random-op call, whether its seeds are a fresh eager pair, and builds the
     twin's key/counter/alg tensors. The hot path is a thread-local read and two ``is`` tests."""
 
@@ -137,7 +140,7 @@ class Router:
         if ctx is not self._ctx:
             self._ctx, self._keys = ctx, {}
             self._host = ctx.host_address_space() + "/device:CPU:0"
-            self._alg = self.eager_tensor(PHILOX, self._host, self._int32)
+            self._alg = self.eager_tensor(_PHILOX, self._host, self._int32)
         key = self._keys.get(seed)
         if key is None:
             if len(self._keys) >= _MAX_KEYS:
@@ -270,7 +273,7 @@ def _dtype_code(value: Any) -> int:
     return enum % 32 if isinstance(enum, int) else 0
 
 
-def exact_tensors(router: "Router", table: PairTable, op: str) -> Callable[..., Tuple[Any, Any, Any]]:
+def _exact_tensors(router: "Router", table: PairTable, op: str) -> Callable[..., Tuple[Any, Any, Any]]:
     """The ``tensors`` of an exact-mode twin wrapper: the counter starts where stock's kernel for
     this pair would be: [blocks it reserved before, seed2]."""
     units_of, blocks_per_unit = _CONSUMPTION[op]
@@ -283,7 +286,7 @@ def exact_tensors(router: "Router", table: PairTable, op: str) -> Callable[..., 
     return tensors
 
 
-def noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx: Any) -> Callable:
+def _noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx: Any) -> Callable:
     """Stock ``get_seed``, noting in ``note`` the fresh pair it hands out (while ``ctx.active``).
     The patch's router and ``tf-patches diagnose`` (which counts fresh pairs that reach a
     stateful kernel) read the same note."""
@@ -304,7 +307,7 @@ def noting_get_seed(original_get_seed: Callable, context: Any, note: _Note, ctx:
     return get_seed
 
 
-STATEFUL_OPS = frozenset(op for *_, op, _twin, _fn in TWINS) | frozenset(op for *_, op in TWINLESS)
+_STATEFUL_OPS = frozenset(op for *_, op, _twin, _fn in TWINS) | frozenset(op for *_, op in TWINLESS)
 
 # The wrappers of the twin-served ops, one per argument list of TF's generated op wrappers (before
 # seed, seed2, name). Each is written out, not generated: explicit parameters keep the hot path
@@ -386,17 +389,17 @@ _TWIN_WRAPPERS: Dict[str, Callable[..., Callable]] = {
 }
 
 
-def twin_wrapper(op: str, original: Callable, twin: str, twin_fn: Callable, router: Router,
+def twin_wrapper(op: str, original: Callable, twin: str, twin_fn: Callable, router: _Router,
                  execute: Callable, patch: PatchContext, table: Optional[PairTable] = None) -> Callable:
     """The wrapper that serves ``op``'s fresh eager pairs through its stateless ``twin`` (counting
     each pair's draws in ``table``, in exact mode)."""
     exact = table is not None
-    tensors = exact_tensors(router, table, op) if exact else router.tensors
+    tensors = _exact_tensors(router, table, op) if exact else router.tensors
     return _TWIN_WRAPPERS[op](original, twin, twin_fn, router.take, tensors, exact, execute,
                               router.eager_tensor, patch)
 
 
-class KindSeeds:
+class _KindSeeds:
     """The twin-less ops' op seed: one per (global seed, op, and what else the eager kernel cache
     keys the call on: its inputs' dtypes and its attributes' values). Every fresh pair of that kind
     gets the same seed2, so one cached kernel serves them all and its stateful stream continues
@@ -440,7 +443,7 @@ def _derive(op: str, key: tuple) -> int:
     return int.from_bytes(digest, "little") % (_MAXINT31 - 1) + 1  # never 0: (0, 0) means "unseeded"
 
 
-def _twinless_wrapper(original: Callable, router: Router, seeds: KindSeeds, patch: PatchContext) -> Callable:
+def _twinless_wrapper(original: Callable, router: _Router, seeds: _KindSeeds, patch: PatchContext) -> Callable:
     def wrapper(*args, **kwargs):
         if not patch.active:
             return original(*args, **kwargs)
@@ -452,8 +455,8 @@ def _twinless_wrapper(original: Callable, router: Router, seeds: KindSeeds, patc
     return wrapper
 
 
-def _kind_seeds(op: str, original: Callable) -> KindSeeds:
-    """The KindSeeds of ``op``: its wrapper's parameter names and which are attributes (op def)."""
+def _kind_seeds(op: str, original: Callable) -> _KindSeeds:
+    """The _KindSeeds of ``op``: its wrapper's parameter names and which are attributes (op def)."""
     import inspect
 
     parameters = tuple(inspect.signature(original, follow_wrapped=False).parameters)
@@ -462,7 +465,7 @@ def _kind_seeds(op: str, original: Callable) -> KindSeeds:
         attributes = frozenset(attr.name for attr in op_def.attr)
     except Exception:  # no op def to read: every argument counts as an attribute (finer kinds)
         attributes = frozenset(parameters)
-    return KindSeeds(op, parameters, attributes)
+    return _KindSeeds(op, parameters, attributes)
 
 
 def _registered(op_names: Tuple[str, ...]) -> Dict[str, bool]:
@@ -483,7 +486,7 @@ def install(ctx: PatchContext) -> str:
     dtypes = tf_module("python.framework.dtypes")
     ops = tf_module("python.framework.ops")
     pywrap_tfe = tf_module("python.pywrap_tfe")
-    router = Router(ctx, context, ops.EagerTensor, dtypes.uint64.as_datatype_enum,
+    router = _Router(ctx, context, ops.EagerTensor, dtypes.uint64.as_datatype_enum,
                     dtypes.int32.as_datatype_enum)
     execute = pywrap_tfe.TFE_Py_FastPathExecute
     exact = ctx.options.get(NAME) == "exact"
@@ -514,7 +517,7 @@ def install(ctx: PatchContext) -> str:
 
     # Only the module attribute, which TF's own ops look up at each call: the names bound at
     # import (tf.random.get_seed, tf.compat.v1.get_seed) keep stock's function, as they should.
-    ctx.replace_attribute(random_seed, "get_seed", noting_get_seed(random_seed.get_seed, context, router.note, ctx))
+    ctx.replace_attribute(random_seed, "get_seed", _noting_get_seed(random_seed.get_seed, context, router.note, ctx))
     return (
         f"stock values through stateless twins for {', '.join(served)}"
         + (" (exact: a repeated seed pair continues its stream, as stock's)" if exact else "") + "; "
@@ -554,7 +557,7 @@ class FreshSeedKernels(Probe):
         context = tf_module("python.eager.context")
         pywrap_tfe = tf_module("python.pywrap_tfe")
         note = _Note()
-        get_seed = noting_get_seed(random_seed.get_seed, context, note, installer)
+        get_seed = _noting_get_seed(random_seed.get_seed, context, note, installer)
         get_seed.__wrapped__ = random_seed.get_seed  # type: ignore[attr-defined]
         clear_caches = pywrap_tfe.TFE_ContextClearCaches
         sites = self.sites
@@ -578,7 +581,7 @@ class FreshSeedKernels(Probe):
         cleared.__wrapped__ = clear_caches  # type: ignore[attr-defined]
         installer.replace(random_seed, "get_seed", get_seed)
         installer.replace(pywrap_tfe, "TFE_ContextClearCaches", cleared)
-        for op in STATEFUL_OPS:
+        for op in _STATEFUL_OPS:
             executor.watch(op, stateful)
 
     def count(self) -> int:
