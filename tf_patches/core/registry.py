@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import sys
 import threading
 from dataclasses import dataclass, field
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Tuple
 
 from .environment import Environment
+from .errors import TfPatchesError
 from .gate import Gate, Verdict
 from .options import Option, core_options
 
@@ -41,6 +43,48 @@ PATCH_MODULES: Tuple[str, ...] = (
 
 def _nothing(*_args: Any) -> None:
     return None
+
+
+# What a patch module may define at its top level under a public name (no leading underscore):
+# the declaration read by PatchSpec.from_module (ARCHITECTURE.md, "How to add a patch"), and the
+# helpers it lists in PUBLIC, which other modules (tests, tools, benchmarks, other patches) import.
+# Anything else public is refused: a misspelled SIGNTURE or LIFECYCLE_OPTION would be ignored.
+DECLARATIONS = frozenset({
+    "NAME", "TITLE", "ISSUE_URL", "GATE", "OPTIONS", "precondition", "prepare", "install", "advise",
+    "SIGNATURE", "PROBE", "canary", "TRAP", "LIFECYCLE_OPTIONS", "LIFECYCLE_NEEDS", "PUBLIC",
+})
+
+
+def _imported(module: ModuleType, name: str, value: Any) -> bool:
+    """Whether ``name`` is bound by an import, not defined by ``module``: a module, a function or
+    class (or typing form) of another module, or a constant that a tf_patches module or typing
+    holds under the same name (``KIB``, ``logger``). Only names left unexplained pay for the last."""
+    if isinstance(value, ModuleType) or type(value).__module__ == "__future__":
+        return True
+    owner = getattr(value, "__module__", None)
+    if (callable(value) or isinstance(value, type)) and owner is not None and owner != module.__name__:
+        return True
+    return any(other is not module and getattr(other, name, module) is value
+               for other_name, other in list(sys.modules.items())
+               if other_name == "typing" or other_name.startswith("tf_patches."))
+
+
+def unknown_names(module: ModuleType) -> List[str]:
+    """The module's public top-level names that are neither its declaration, nor listed in its
+    ``PUBLIC``, nor imported (an alias of a declaration, ``PROBE = KeptGenerators``, is known)."""
+    namespace = vars(module)
+    public = namespace.get("PUBLIC", ())
+    if isinstance(public, str) or not all(isinstance(name, str) for name in public):
+        raise TypeError(f"patch module {module.__name__}: PUBLIC must be a tuple of names, got {public!r}")
+    known = DECLARATIONS.union(public)
+    declared = [namespace[name] for name in DECLARATIONS if name in namespace]
+    found = [name for name in public if name not in namespace]  # misspelled there
+    for name, value in namespace.items():
+        if name.startswith("_") or name in known or any(value is other for other in declared):
+            continue
+        if not _imported(module, name, value):
+            found.append(name)
+    return found
 
 
 @dataclass(frozen=True)
@@ -79,6 +123,16 @@ class PatchSpec:
                            else "SIGNATURE (it declares PROBE)")
         if missing:
             raise TypeError(f"patch module {module.__name__} lacks {', '.join(missing)}")
+        unknown = unknown_names(module)
+        if unknown:
+            import difflib  # only to word the refusal
+
+            guesses = [f"{name} (did you mean {close[0]}?)" if close else name
+                       for name in unknown for close in [difflib.get_close_matches(name, DECLARATIONS, 1)]]
+            raise TypeError(
+                f"patch module {module.__name__} defines public names tf-patches does not know: "
+                f"{', '.join(guesses)}. A patch module declares {', '.join(sorted(DECLARATIONS))}; "
+                "a helper that other modules import is listed in PUBLIC, any other gets a leading underscore")
         signature = getattr(module, "SIGNATURE", None)
         if signature is not None:
             signature = dataclasses.replace(signature, patch=module.NAME)
@@ -103,6 +157,18 @@ class PatchSpec:
             lifecycle_needs=tuple(getattr(module, "LIFECYCLE_NEEDS", ())),
         )
 
+    @classmethod
+    def unloadable(cls, name: str, exc: BaseException) -> "PatchSpec":
+        """A built-in patch whose module cannot be loaded (an import error, a module refused by
+        :meth:`from_module`): it fails when applied, with the reason, and the others apply."""
+        reason = f"tf_patches.patches.{name} could not be loaded: {type(exc).__name__}: {exc}"
+
+        def refuse(_ctx: Any) -> None:
+            raise TfPatchesError(reason)
+
+        return cls(name=name, title=f"{name} (not loaded)", issue_url="", gate=Gate(), options=(),
+                   precondition=_nothing, prepare=refuse, install=refuse)
+
     def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:
         verdict, reason = self.gate.check(env)
         if verdict is False:
@@ -124,10 +190,16 @@ def specs() -> Tuple[PatchSpec, ...]:
         with _lock:
             if not _specs:
                 # Built in full, then published: a thread that skips the lock sees all or nothing.
-                loaded = [PatchSpec.from_module(importlib.import_module(f"tf_patches.patches.{name}"))
-                          for name in PATCH_MODULES]
+                loaded = [_load(name) for name in PATCH_MODULES]
                 _specs[:0] = loaded
     return tuple(_specs)
+
+
+def _load(name: str) -> PatchSpec:
+    try:
+        return PatchSpec.from_module(importlib.import_module(f"tf_patches.patches.{name}"))
+    except Exception as exc:  # never break the host program: the patch fails alone, with the reason
+        return PatchSpec.unloadable(name, exc)
 
 
 def register(module: ModuleType) -> PatchSpec:
