@@ -33,6 +33,7 @@ def counting_patch(tf):
     module = types.ModuleType("counting_patch")
     module.NAME, module.TITLE, module.ISSUE_URL = "counting", "test patch", "https://example.invalid"
     module.GATE = Gate(versions=">=2.0")
+    module.PUBLIC = ("installs",)  # read by the tests below (the registry refuses names it does not know)
     module.installs = 0
     original = nn_ops.relu6
 
