@@ -49,7 +49,7 @@ class Signature:
     fix: str  # what the patch does about it, in a few words
     # The fix's apply_all() keywords beyond the defaults ({"graph_growth_guard": "finalize"}): the
     # `tf-patches run` flags and the apply_all() arguments a report gives are derived from them.
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     patch: str = ""  # registry name of the fix (or the advisory): the registry fills it in
     # For someone who never heard of the library (issue 20): the leak in plain words, singular
     # ("a new random-op kernel kept per draw"); the fix in their own code; the fix upstream.

@@ -38,7 +38,7 @@ class Trap:
     fix: str  # what to do about it, in the user's code (the mode that fixes it, if any)
     # apply_all() keywords of the fix tf-patches can apply ({}: a code change only, or none needed);
     # its `tf-patches run` flags and apply_all() arguments are derived from them.
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
     # True where the trap makes runs repeat more than they should (the same augmentation every
     # epoch): repro names it as a warning even when two runs are identical.
     too_repeatable: bool = False
