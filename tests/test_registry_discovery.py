@@ -27,7 +27,7 @@ from tf_patches.core.gate import Gate
 from tf_patches.core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 from . import test_lifecycle as lifecycle
-from .fresh import ROOT
+from .fresh import ROOT, run_fresh
 from .test_lifecycle import installs  # noqa: F401  (a fixture of the lifecycle checks run here)
 
 NAME = "discovery_kept_arguments"
@@ -156,7 +156,7 @@ def test_diagnose_counts_its_signature_and_names_its_fix(tf, library, monkeypatc
 
     with tf_patches.diagnose() as diagnosis:
         program()
-    assert NAME in diagnosis.snapshot()["signatures"]
+    assert NAME in diagnosis.snapshot().signatures
     report = diagnosis.report()
     found = [leak for leak in report.leaks if leak.patch == NAME]
     assert found, str(report)
@@ -171,7 +171,7 @@ def test_diagnose_counts_its_signature_and_names_its_fix(tf, library, monkeypatc
     tf_patches.apply_all(only=[NAME])  # the fix: the signature reads nothing
     with tf_patches.diagnose() as patched:
         program()
-    assert dict(zip(patched.snapshot()["signatures"], patched.snapshot()["samples"][-1][2]))[NAME] == 0
+    assert patched.snapshot().counts()[NAME] == 0
     assert NAME not in {leak.patch for leak in patched.report().leaks}
 
 
@@ -204,3 +204,68 @@ def test_every_registered_spec_hashes_with_what_its_module_declares(library):
     """A PatchSpec (the engine keys its settings by them) hashes with its LIFECYCLE_OPTIONS mapping."""
     specs = registry.specs()
     assert NAME in registry.names() and len({hash(spec) for spec in specs}) == len(specs)
+
+
+@pytest.mark.parametrize("misspelled, meant", [("SIGNTURE", "SIGNATURE"), ("LIFECYCLE_OPTION", "LIFECYCLE_OPTIONS"),
+                                               ("instal", "install")])
+def test_a_misspelled_declaration_is_refused_by_name(misspelled, meant):
+    """A public name the registry does not read would be ignored silently: it is refused instead,
+    naming the module and the name. A helper is private, or listed in PUBLIC."""
+    patch = _patch(_library())
+    patch.NAME = "discovery_misspelled"
+    if misspelled == "instal":  # a def in the module (one of another module counts as imported)
+        exec("def instal(ctx):\n    return None", vars(patch))
+    else:
+        setattr(patch, misspelled, getattr(patch, meant, {}))
+    with pytest.raises(TypeError, match=f"discovery_patch .*: {misspelled} \\(did you mean {meant}\\?\\)"):
+        tf_patches.register(patch)
+    assert "discovery_misspelled" not in registry.names()
+
+    patch = _patch(_library())
+    patch.NAME = "discovery_helpers"
+    exec("def helper(): pass\ndef _private(): pass", vars(patch))  # defined in the module, as a def would be
+    with pytest.raises(TypeError, match="discovery_patch .*: helper\\. "):
+        registry.PatchSpec.from_module(patch)
+    patch.PUBLIC = ("helper",)  # the one place a patch module names what other modules import
+    assert registry.PatchSpec.from_module(patch).name == "discovery_helpers"
+    patch.PUBLIC = ("helpr",)
+    with pytest.raises(TypeError, match="helpr"):
+        registry.PatchSpec.from_module(patch)
+
+
+def test_every_built_in_patch_module_declares_only_known_names():
+    for name in registry.PATCH_MODULES:
+        module = importlib.import_module(f"tf_patches.patches.{name}")
+        assert registry.unknown_names(module) == [], name
+        assert registry.PatchSpec.from_module(module).name == name
+    assert [spec.title for spec in registry.specs() if spec.title.endswith("(not loaded)")] == []
+
+
+def test_a_built_in_module_that_is_refused_fails_alone():
+    """Never break the host program: a built-in patch module the registry refuses (or that cannot be
+    imported) is a failed row with the reason; apply_all() returns, the other patches apply."""
+    result = run_fresh("""
+        import json, sys, types
+        from tf_patches.core import registry
+        from tf_patches.core.gate import Gate
+        module = types.ModuleType("tf_patches.patches.misspelled")
+        module.NAME, module.TITLE, module.ISSUE_URL, module.GATE = "misspelled", "t", "https://example.invalid", Gate()
+        exec("def install(ctx):\\n    return 'installed'\\nSIGNTURE = None", vars(module))
+        sys.modules[module.__name__] = module
+        registry.PATCH_MODULES += ("misspelled", "no_such_module")
+        import tf_patches
+        report = tf_patches.apply_all()
+        rows = {row.name: [row.status, row.reason] for row in report.rows}
+        try:
+            tf_patches.apply_all(only=["misspelled"], strict=True)
+            strict = "returned"
+        except tf_patches.TfPatchesError as exc:
+            strict = str(exc)
+        print(json.dumps({"rows": rows, "strict": strict}))
+    """)
+    rows = result["rows"]
+    assert rows["misspelled"][0] == "failed", rows["misspelled"]
+    assert "tf_patches.patches.misspelled" in rows["misspelled"][1] and "SIGNTURE" in rows["misspelled"][1]
+    assert rows["no_such_module"][0] == "failed" and "ModuleNotFoundError" in rows["no_such_module"][1]
+    assert rows["seed_kernel_cache"][0] == "pending", rows["seed_kernel_cache"]  # the others: as always
+    assert "SIGNTURE" in result["strict"], result["strict"]

@@ -71,7 +71,8 @@ def _imported(module: ModuleType, name: str, value: Any) -> bool:
 
 def unknown_names(module: ModuleType) -> List[str]:
     """The module's public top-level names that are neither its declaration, nor listed in its
-    ``PUBLIC``, nor imported (an alias of a declaration, ``PROBE = KeptGenerators``, is known)."""
+    ``PUBLIC``, nor imported. A class or function a declaration names (``PROBE = KeptGenerators``)
+    is known under its own name."""
     namespace = vars(module)
     public = namespace.get("PUBLIC", ())
     if isinstance(public, str) or not all(isinstance(name, str) for name in public):
@@ -80,7 +81,8 @@ def unknown_names(module: ModuleType) -> List[str]:
     declared = [namespace[name] for name in DECLARATIONS if name in namespace]
     found = [name for name in public if name not in namespace]  # misspelled there
     for name, value in namespace.items():
-        if name.startswith("_") or name in known or any(value is other for other in declared):
+        if name.startswith("_") or name in known or (
+                getattr(value, "__name__", None) == name and any(value is other for other in declared)):
             continue
         if not _imported(module, name, value):
             found.append(name)
