@@ -55,18 +55,24 @@ DECLARATIONS = frozenset({
 })
 
 
-def _imported(module: ModuleType, name: str, value: Any) -> bool:
-    """Whether ``name`` is bound by an import, not defined by ``module``: a module, a function or
-    class (or typing form) of another module, or a constant that a tf_patches module or typing
-    holds under the same name (``KIB``, ``logger``). Only names left unexplained pay for the last."""
+def _imported(module: ModuleType, value: Any) -> bool:
+    """Whether a name bound to ``value`` is bound by an import: a module, or a function or class
+    (or typing form) of another module."""
     if isinstance(value, ModuleType) or type(value).__module__ == "__future__":
         return True
     owner = getattr(value, "__module__", None)
-    if (callable(value) or isinstance(value, type)) and owner is not None and owner != module.__name__:
-        return True
-    return any(other is not module and getattr(other, name, module) is value
-               for other_name, other in list(sys.modules.items())
-               if other_name == "typing" or other_name.startswith("tf_patches."))
+    return (callable(value) or isinstance(value, type)) and owner is not None and owner != module.__name__
+
+
+def _sources(module: ModuleType) -> List[ModuleType]:
+    """Where a patch module imports constants from (``KIB``, ``logger``): core, the patches, typing."""
+    found = [sys.modules["typing"]] if "typing" in sys.modules else []
+    for package in ("tf_patches.core", "tf_patches.patches"):
+        loaded = sys.modules.get(package)
+        if loaded is not None:
+            found.extend(other for other in vars(loaded).values()
+                         if isinstance(other, ModuleType) and other is not module)
+    return found
 
 
 def unknown_names(module: ModuleType) -> List[str]:
@@ -84,8 +90,12 @@ def unknown_names(module: ModuleType) -> List[str]:
         if name.startswith("_") or name in known or (
                 getattr(value, "__name__", None) == name and any(value is other for other in declared)):
             continue
-        if not _imported(module, name, value):
+        if not _imported(module, value):
             found.append(name)
+    if found:  # a constant that another tf_patches module holds under the same name is imported
+        sources = _sources(module)
+        found = [name for name in found
+                 if not any(getattr(source, name, _nothing) is namespace[name] for source in sources)]
     return found
 
 
