@@ -95,7 +95,8 @@ def unknown_names(module: ModuleType) -> List[str]:
     if found:  # a constant that another tf_patches module holds under the same name is imported
         sources = _sources(module)
         found = [name for name in found
-                 if not any(getattr(source, name, _nothing) is namespace[name] for source in sources)]
+                 if name not in namespace  # listed in PUBLIC, misspelled there
+                 or not any(getattr(source, name, _nothing) is namespace[name] for source in sources)]
     return found
 
 
