@@ -97,7 +97,7 @@ class _Tracing(threading.local):
     """The dataset functions being traced in this thread (innermost last): the streams each gets."""
 
     def __init__(self) -> None:
-        self.streams: List[List["Stream"]] = []
+        self.streams: List[List["_Stream"]] = []
 
 
 class _Stream:

@@ -298,7 +298,7 @@ def _on_cpu(device: Any) -> bool:
 
 class UnsafeFFTs(Probe):
     """FFT ops built on the unsafe build and not pinned to the CPU (where cuFFT would run them).
-    The op types are the guard's (``FAMILY``); the probe watches the ops, not the functions, so
+    The op types are the guard's (``_FAMILY``); the probe watches the ops, not the functions, so
     every binding (``tf.signal.rfft``, ``tf.raw_ops.RFFT``, ``dct``, gradients) is seen and the
     guard's own bindings are left alone. Eager ops: the device asked for when the op runs; graph
     ops (a Session's, a tf.function's): the device the op was given. With the guard's ``cpu``

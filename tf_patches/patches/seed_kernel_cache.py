@@ -273,7 +273,7 @@ def _dtype_code(value: Any) -> int:
     return enum % 32 if isinstance(enum, int) else 0
 
 
-def _exact_tensors(router: "Router", table: PairTable, op: str) -> Callable[..., Tuple[Any, Any, Any]]:
+def _exact_tensors(router: "_Router", table: PairTable, op: str) -> Callable[..., Tuple[Any, Any, Any]]:
     """The ``tensors`` of an exact-mode twin wrapper: the counter starts where stock's kernel for
     this pair would be: [blocks it reserved before, seed2]."""
     units_of, blocks_per_unit = _CONSUMPTION[op]
@@ -314,7 +314,7 @@ _STATEFUL_OPS = frozenset(op for *_, op, _twin, _fn in TWINS) | frozenset(op for
 # free of *args packing (a draw costs ≈20 µs). The pass-through comes first (reverted: exactly
 # the original, for references user code kept); anything unusual in the twin's call falls back to
 # stock's op, with stock's errors. ``tensors`` takes the draw's first argument and the one whose
-# dtype is the kernel's in exact mode (:func:`exact_tensors`), and only the pair otherwise.
+# dtype is the kernel's in exact mode (:func:`_exact_tensors`), and only the pair otherwise.
 
 
 def _shape_dtype_wrapper(original: Callable, twin: str, twin_fn: Callable, take: Callable, tensors: Callable,
