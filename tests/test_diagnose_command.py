@@ -231,7 +231,7 @@ def test_ctrl_c_to_the_group_kills_the_command_not_the_report():
 
 
 def test_a_signal_whose_default_is_not_to_die_gives_128_plus_n():
-    assert diagnose_command._exit_like(-signal.SIGWINCH) == 128 + signal.SIGWINCH
+    assert processes.exit_like(-signal.SIGWINCH) == 128 + signal.SIGWINCH
 
 
 # -- commands without TensorFlow ---------------------------------------------------------------
@@ -417,8 +417,8 @@ def test_tree_holds_grandchildren():
                              start_new_session=True)
     try:
         grandchild = int(shell.stdout.readline())
-        assert {shell.pid, grandchild} <= set(diagnose_command._tree(os.getpid()))
-        assert sorted(diagnose_command._tree(shell.pid)) == sorted([shell.pid, grandchild])
+        assert {shell.pid, grandchild} <= set(processes.tree(os.getpid()))
+        assert sorted(processes.tree(shell.pid)) == sorted([shell.pid, grandchild])
     finally:
         os.killpg(shell.pid, signal.SIGKILL)
         shell.wait(timeout=10)

@@ -1,11 +1,13 @@
 """``tf-patches diagnose --verify``: the command run a second time with the named fixes applied,
 in real subprocesses on real TensorFlow. TF 36164's loop (2,000 fresh stateful kernels, ≈35 KiB
 each): the fix run grows by a fraction of the first, the first run's exit status comes out, and
-the leak no longer fires; a clean program is run once. 5 TF processes in all (≈5 s each)."""
+the leak no longer fires; a clean program is run once. The checks in this process work on real
+reports, made from the snapshots a fresh process's sampler wrote. 8 TF processes in all (≈5 s each)."""
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import signal
@@ -15,14 +17,17 @@ import textwrap
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import List
+from typing import Dict, List
 
 import pytest
 
 from tf_patches.diagnosis import command as diagnose_command
-from tf_patches.diagnosis.report import verification_text
+from tf_patches.diagnosis import verify
+from tf_patches.diagnosis.report import DiagnosisReport, verification_text
+from tf_patches.diagnosis.snapshot import Snapshot
+from tf_patches.isolation import processes
 
-from .fresh import ROOT, ctrl_c_works, fresh_env
+from .fresh import ROOT, ctrl_c_works, fresh_env, run_fresh
 
 PYTHON = sys.executable
 DIAGNOSE = [PYTHON, "-m", "tf_patches", "diagnose"]
@@ -147,62 +152,124 @@ def test_a_signal_during_the_fix_run_reaches_it_and_diagnose_dies_by_it_after_th
     assert any(f"fix run was killed by {signal.Signals(number).name}" in note for note in data["notes"])
 
 
-# -- in this process: which fixes, which flags, when not to run again ---------------------------
-def _leak(patch: str, fix_command=None) -> SimpleNamespace:
-    return SimpleNamespace(patch=patch, fix_command=fix_command)
+# -- in this process, on real reports: which fixes, which flags, when not to run again -------------
+# One fresh process diagnoses three programs with the sampler and hands back its snapshots: TF
+# 36164's loop, a growing Session and eager tensors (py311_eager_op_leak, an advisory: TF 2.16 on
+# Python 3.11 described through TF_PATCHES_ASSUME); the eager tensors alone; a clean program.
+PROGRAMS = """
+    import json, warnings
+    import tensorflow as tf
+    from tf_patches.diagnosis.sampler import Diagnosis
+
+    def eager():
+        for _ in range(4000):
+            tf.zeros([1])  # 3 eager tensors a call: past the advisory's floor of 10,000
+
+    def leaky():
+        tf.random.set_seed(1)
+        for _ in range(400):  # a fresh kernel per draw: past seed_kernel_cache's floor of 256
+            tf.random.uniform([])
+        graph = tf.Graph()
+        with graph.as_default():
+            x = tf.compat.v1.placeholder(tf.float32, [])
+            with tf.compat.v1.Session(graph=graph) as session:
+                for _ in range(40):  # 3 ops a run after the first 10: past graph_growth_guard's 32
+                    session.run(tf.square(x) + 1.0, {x: 2.0})
+        eager()
+
+    def diagnosed(program):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Diagnosis(0.05) as diagnosis:
+                program()
+        return diagnosis.snapshot().to_dict()
+
+    clean = lambda: float(tf.reduce_sum(tf.ones([8])))
+    print(json.dumps({name: diagnosed(program) for name, program in
+                      (("leaky", leaky), ("advisory", eager), ("clean", clean))}))
+"""
+ADVISORY, GRAPH = "py311_eager_op_leak", "graph_growth_guard"
 
 
-def test_fixes_are_the_leaks_with_a_fix_and_their_flags_united():
-    report = SimpleNamespace(leaks=[_leak("graph_growth_guard", "tf-patches run ..."),
-                                    _leak("py311_eager_op_leak"),  # an advisory: nothing to run
-                                    _leak(SEED, "tf-patches run ..."), _leak(SEED, "tf-patches run ...")])
-    assert diagnose_command.fixes_of(report) == (["graph_growth_guard", SEED], ["--graph-growth-guard", "finalize"])
+@pytest.fixture(scope="module")
+def reports() -> Dict[str, DiagnosisReport]:
+    snapshots = run_fresh(PROGRAMS, {"TF_PATCHES_ASSUME": '{"version": "2.16.1", "python_version": "3.11.7"}'})
+    return {name: DiagnosisReport.from_snapshots([Snapshot.from_dict(data)], command=["python", "loop.py"])
+            for name, data in snapshots.items()}
+
+
+def _args(**more) -> argparse.Namespace:
+    return argparse.Namespace(patched=False, malloc=None, interval=None, verify=True, command=["--", "x"], **more)
+
+
+def _no_rerun(args: argparse.Namespace) -> int:
+    pytest.fail("started a fix run")
+
+
+def test_fixes_are_the_leaks_with_a_fix_and_their_flags_united(reports):
+    leaky = reports["leaky"]
+    assert {leak.patch for leak in leaky.leaks} == {SEED, GRAPH, ADVISORY}, str(leaky)
+    names, flags = verify.fixes_of(leaky)
+    assert sorted(names) == [GRAPH, SEED]  # the advisory has nothing to run
+    assert flags == ["--graph-growth-guard", "finalize"]  # graph_growth_guard's options; SEED's: the defaults
+    assert verify.fixes_of(reports["advisory"]) == ([], []) == verify.fixes_of(reports["clean"])
 
 
 def test_fix_arguments_are_what_tf_patches_run_would_set():
-    args = argparse.Namespace(patched=False, malloc=None, TF_PATCHES_EXCLUDE="rfft_guard", command=["--", "x"])
-    fixed = diagnose_command.fix_arguments(args, ["--graph-growth-guard", "finalize"])
+    args = _args(TF_PATCHES_EXCLUDE="rfft_guard")
+    fixed = verify.fix_arguments(args, ["--graph-growth-guard", "finalize"])
     assert fixed.patched and fixed.TF_PATCHES_GRAPH_GROWTH == "finalize"
     assert fixed.TF_PATCHES_EXCLUDE == "rfft_guard" and fixed.command == ["--", "x"]  # the user's own kept
     assert args.patched is False  # not changed in place
 
 
-@pytest.mark.parametrize("returncode, received, leaks, note", [
-    (-signal.SIGINT, [], [SEED], "not verified: the command was killed by SIGINT"),
-    (0, [signal.SIGINT], [SEED], "not verified: SIGINT arrived while the command ran"),
-    (0, [], ["py311_eager_op_leak"], "nothing to verify: no leak with a fix was named"),
+@pytest.mark.parametrize("name, returncode, received, note", [
+    ("leaky", -signal.SIGINT, [], "not verified: the command was killed by SIGINT"),
+    ("leaky", 0, [signal.SIGINT], "not verified: SIGINT arrived while the command ran"),
+    ("advisory", 0, [], "nothing to verify: no leak with a fix was named"),
 ], ids=["killed", "ctrl-c-caught", "advisory-only"])
-def test_no_fix_run(monkeypatch, returncode, received, leaks, note):
-    monkeypatch.setattr(diagnose_command, "_start", lambda *a: pytest.fail("started a fix run"))
-    report = SimpleNamespace(leaks=[_leak(name, None if name.startswith("py311") else "fix") for name in leaks],
-                             notes=[])
-    signals = diagnose_command._Signals()
+def test_no_fix_run(reports, name, returncode, received, note):
+    report = copy.deepcopy(reports[name])
+    signals = processes.Signals()
     signals.received.extend(received)
-    args = argparse.Namespace(patched=False, malloc=None, interval=None, verify=True)
-    diagnose_command._verify(args, report, ["true"], returncode, signals, 1.0)
-    assert report.notes == [note] and not hasattr(report, "verification")
+    verify.verify(report, _args(), ["true"], returncode, signals, _no_rerun, print)
+    assert report.notes == [note] and report.verification is None
 
 
-def test_a_fix_run_that_cannot_start_is_said(monkeypatch):
-    monkeypatch.setattr(diagnose_command, "_start", lambda *a: 127)
-    report = SimpleNamespace(leaks=[_leak(SEED, "fix")], notes=[], growth_bytes=10 * MIB)
-    args = argparse.Namespace(patched=False, malloc=None, interval=None, verify=True, command=["--", "x"])
-    diagnose_command._verify(args, report, ["x"], 0, diagnose_command._Signals(), 1.0)
-    assert report.verification["exit_status"] == 127 and report.verification["removed_bytes"] is None
+def test_a_fix_run_that_cannot_start_is_said(reports):
+    report = copy.deepcopy(reports["leaky"])
+    verify.verify(report, _args(), ["x"], 0, processes.Signals(), lambda args: 127, print)
+    assert report.verification.exit_status == 127 and report.verification.removed_bytes is None
     assert report.notes == ["not verified: the fix run could not start (exit status 127)"]
     assert verification_text(report.verification) == ""  # the report says nothing of a run never made
 
 
-def test_a_fix_run_without_tensorflow_compares_with_nothing(tmp_path, monkeypatch):
+def test_the_fix_run_is_compared_with_the_first(reports):
+    # The clean program's report as the fix run's: what the fixes removed, what still fires.
+    report, fixed = copy.deepcopy(reports["leaky"]), reports["clean"]
+    verify.verify(report, _args(), ["x"], 0, processes.Signals(), lambda args: (0, fixed), print)
+    verification = report.verification
+    assert verification.removed_bytes == report.growth_bytes - fixed.growth_bytes
+    assert verification.growth_bytes == fixed.growth_bytes and verification.leaks_left == []
+    assert verification.exit_status == 0 and verification.verdict == fixed.verdict
+    assert "--verify: not applied in the fix run: " in " ".join(report.notes)  # no patch was applied in it
+    assert "Verified (--verify): with " in str(report) and report.to_dict()["verification"]["fixes"] == \
+        verification.fixes
+    again = copy.deepcopy(reports["leaky"])  # a fix that did not remove its leak is named
+    verify.verify(again, _args(), ["x"], 0, processes.Signals(), lambda args: (0, reports["leaky"]), print)
+    assert sorted(again.verification.leaks_left) == [GRAPH, SEED] and again.verification.removed_bytes == 0
+
+
+def test_a_fix_run_without_tensorflow_compares_with_nothing(reports, tmp_path, monkeypatch):
     # A real fix run of a command that imports no TF (as when a fix made it fail before the import).
     monkeypatch.delenv("TF_PATCHES_ONLY", raising=False)
     marker = tmp_path / "ran"
-    report = SimpleNamespace(leaks=[_leak(SEED, "fix")], notes=[], growth_bytes=10 * MIB)
-    args = argparse.Namespace(patched=False, malloc=None, interval=None, verify=True, command=["--", "sh"])
-    diagnose_command._verify(args, report, ["sh", "-c", f"echo $TF_PATCHES_ONLY > {marker}; exit 5"], 0,
-                             diagnose_command._Signals(), 0.2)
+    report, signals = copy.deepcopy(reports["leaky"]), processes.Signals()
+    command = ["sh", "-c", f"echo $TF_PATCHES_ONLY > {marker}; exit 5"]
+    verify.verify(report, _args(), command, 0, signals, diagnose_command._fix_run(_args(), command, signals, 0.2),
+                  print)
     assert marker.read_text().strip() == ""  # the patches on: no TF_PATCHES_ONLY=none
-    assert report.verification["exit_status"] == 5 and report.verification["removed_bytes"] is None
+    assert report.verification.exit_status == 5 and report.verification.removed_bytes is None
     assert "--verify: no process of the fix run imported TensorFlow: nothing to compare" in report.notes
     assert "--verify: the fix run exited with status 5 (the first run: 0): the fixes changed what the command " \
            "did, compare with care" in report.notes
@@ -213,7 +280,7 @@ def test_a_signal_between_the_runs_waits_for_the_fix_run():
     got = {"first": [], "fix": []}
     first = SimpleNamespace(send_signal=got["first"].append)
     fix = SimpleNamespace(send_signal=got["fix"].append)
-    signals = diagnose_command._Signals()
+    signals = processes.Signals()
     signals.started(first)
     signals.between()
     signals._forward(signal.SIGTERM, None)

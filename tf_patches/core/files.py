@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import Optional
 
 
 def write_atomically(path: str, text: str, durable: bool = True) -> None:
@@ -29,6 +30,30 @@ def write_atomically(path: str, text: str, durable: bool = True) -> None:
         except OSError:
             pass
         raise
+
+
+def unwritable(path: str) -> Optional[str]:
+    """Why a report could not be written to ``path`` at the end, found out now (before a long
+    command runs for nothing): the file is created (and removed again: it is written whole at
+    the end) or, when it exists, opened for appending, which changes nothing in it."""
+    if not path.strip():
+        return "a file name is needed"
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        return f"no such folder: {folder}"
+    if os.path.isdir(path):
+        return "is a folder"
+    existed = os.path.lexists(path)
+    if existed and not os.path.isfile(path):  # a device (/dev/full), a FIFO (would block), a broken link
+        return "not a regular file"
+    try:
+        with open(path, "a", encoding="utf-8"):
+            pass
+        if not existed:
+            os.remove(path)
+    except OSError as exc:
+        return f"cannot write it: {exc.strerror or exc}"
+    return None
 
 
 def _mode_for(target: str) -> int:

@@ -17,7 +17,6 @@ write to the pipe can already run code as that user), so nothing is signed.
 
 from __future__ import annotations
 
-import enum
 import gc
 import math
 import multiprocessing
@@ -25,6 +24,7 @@ import multiprocessing.connection
 import numbers
 import os
 import pickle
+import queue
 import signal
 import sys
 import threading
@@ -32,7 +32,7 @@ import time
 import traceback
 import warnings
 from contextlib import contextmanager
-from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
 from ..core.errors import TfPatchesWarning, brief
 from . import processes
@@ -40,8 +40,7 @@ from . import processes
 T = TypeVar("T")
 
 _EXIT_GRACE_S = 30.0  # a child that sent its result but lingers on its way out is ended after this
-_MAX_WAIT_S = 3600.0  # one wait at most (see _wait_for_any)
-_POLL_S = 0.05  # while a group is being ended: how often to look whether its members are gone
+_MAX_WAIT_S = 3600.0  # one wait at most (see _Child._wait)
 _RESULT = "result"
 _RAISED = "raised"
 _UNREADABLE = "unreadable"  # the result came, but does not unpickle here
@@ -182,46 +181,60 @@ def _run_calls(fn: Any, calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]], cal
     results: Dict[int, Any] = {}
     running: List[_Child] = []  # in the calls' order: the first failure is the lowest index's
     failed: Optional[_Child] = None
-    with _ended_by_sigterm():
+    stop = _Stop()
+    with _Interrupts(stop.events) as interrupts:
         try:
-            while (waiting or running) and failed is None:
+            while (waiting or running) and failed is None and not interrupts.received:
                 while waiting and len(running) < limit:
                     index, (args, kwargs) = waiting.pop()
                     label = f"{name}(items[{index}])" if indexed else name
-                    child = _Child(fn, args, kwargs, current, _Call(caller, label, index, indexed), timeout)
-                    running.append(child)  # before it starts: an interrupt in start() still ends it
+                    child = _Child(fn, args, kwargs, current, _Call(caller, label, index, indexed), timeout, stop)
                     child.start()
-                _wait_for_any(running)
-                for child in list(running):
-                    child.advance()
-                    if child.failed:
-                        failed = child
-                        break
-                    if child.phase is _Phase.DONE:
-                        running.remove(child)
-                        results[child.call.index] = child.value
+                    running.append(child)
+                stop.events.get()  # an outcome known, a child done, or a signal
+                failed = next((child for child in running if child.failed), None)
+                for child in [child for child in running if child.done and not child.failed]:
+                    running.remove(child)
+                    results[child.call.index] = child.value
         finally:
-            _end_all(running)  # failed is among them: its exit status is known once this returns
+            stop.set(interrupted=bool(interrupts.received))
+            for child in running:  # failed among them: its exit status is known once it is done
+                child.join()
     if failed is not None:
         raise failed.error()
     return [results[index] for index in range(len(calls))]
 
 
-class _Phase(enum.Enum):
-    RUNNING = "running"  # waiting for the result (or a crash, or the deadline)
-    EXITING = "exiting"  # the outcome is in: the child's own exit, within the exit grace
-    ENDING = "ending"  # its process group was sent SIGTERM (then SIGKILL): waiting for it to go
-    DONE = "done"  # gone and reaped (or past all hope: SIGKILL sent and SETTLE_S waited)
+class _Stop:
+    """Set once, when the children still running are to be ended (a failure, an interrupt, the
+    end): each child's wait sees it (a pipe made readable). ``events``: what the caller awaits."""
+
+    def __init__(self) -> None:
+        self.reader, self._writer = multiprocessing.Pipe(duplex=False)
+        self.events: "queue.SimpleQueue[Any]" = queue.SimpleQueue()  # put() is safe in a signal handler
+        self.interrupted = False
+        self._set = threading.Event()
+
+    def is_set(self) -> bool:
+        return self._set.is_set()
+
+    def set(self, interrupted: bool) -> None:
+        if not self._set.is_set():
+            self.interrupted = interrupted
+            self._set.set()
+            self._writer.send_bytes(b"")
 
 
-class _Child:
-    """One spawned interpreter running one call, in a session of its own. Driven without
-    blocking by :meth:`advance` (called whenever one of its :meth:`waitables` is ready or its
-    :attr:`wake_at` has come) from running to done; its outcome read once it is done."""
+class _Child(threading.Thread):
+    """One call in a spawned interpreter that leads a session of its own, watched by this thread
+    from its start until it is reaped: the outcome (the result, the child's death, or the
+    deadline), the child's own exit (within the exit grace), then its group ended
+    (:func:`processes.end`). ``stop.events`` hears of it when the outcome is known and when done."""
 
     def __init__(self, fn: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
-                 settings: Optional[Dict[str, Any]], call: _Call, timeout: Optional[float]):
-        self.call, self.timeout = call, timeout
+                 settings: Optional[Dict[str, Any]], call: _Call, timeout: Optional[float], stop: _Stop):
+        super().__init__(name=f"tf-patches {call.caller}({call.label})")
+        self.call, self.timeout, self._stopping = call, timeout, stop
         try:
             payload = pickle.dumps((fn, args, kwargs))
         except Exception as exc:
@@ -234,86 +247,80 @@ class _Child:
         # Not a daemon: fn may start processes of its own (Keras, tf.data workers).
         self.process = context.Process(target=_child, args=(self._sender, payload, settings, call),
                                        name=f"{call.caller}({call.label})")
-        self.phase = _Phase.RUNNING
         self.outcome: Optional[Tuple[str, Any]] = None  # (_RESULT | _RAISED | _UNREADABLE, ...)
-        self.timed_out = self.stopped = self._killed = False
-        self.wake_at = math.inf
-        self._exit_fd: Optional[int] = None  # readable once the child has exited (a pidfd)
-        self._groups: Set[int] = set()  # the groups ended with it: its own, and its descendants'
-
-    def start(self) -> None:
-        self.wake_at = math.inf if self.timeout is None else time.monotonic() + self.timeout
-        self.process.start()
-        self._sender.close()  # the child's copy is the only writer left: its death reads as end of file
-        self._exit_fd = _exit_fd(self.process.pid)
+        self.known = self.timed_out = self.done = False
+        self._exit_fd: Optional[int] = None
 
     @property
     def failed(self) -> bool:
         """A failure known: a time-out, a crash, an exception (its exit status may come later)."""
-        if self.stopped:
-            return False
-        return self.timed_out or (self.phase is not _Phase.RUNNING
-                                  and (self.outcome is None or self.outcome[0] != _RESULT))
+        return self.timed_out or (self.known and (self.outcome is None or self.outcome[0] != _RESULT))
 
     @property
     def value(self) -> Any:
         assert self.outcome is not None and self.outcome[0] == _RESULT
         return self.outcome[1]
 
-    def waitables(self) -> List[Any]:
-        # The child's exit is awaited by its process (a pidfd), not by multiprocessing's sentinel:
-        # that is a pipe, and a helper fn forked without exec holds it open until it exits.
-        exited = [] if self._exit_fd is None else [self._exit_fd]
-        if self.phase is _Phase.RUNNING:
-            return [self.receiver, *exited]  # a grandchild holding the pipe open hides no death
-        if self.phase is _Phase.EXITING:
-            return exited
-        return []  # ending: the group's other members have no descriptor to wait on (polled)
+    def run(self) -> None:
+        try:
+            if not self._stopping.is_set():
+                self._watch()
+        finally:
+            self.receiver.close()
+            self.done = True
+            self._stopping.events.put(self)
 
-    def next_wake(self) -> float:
-        polled = self.phase is _Phase.ENDING or (self._exit_fd is None and self.phase is not _Phase.DONE)
-        return min(self.wake_at, time.monotonic() + _POLL_S) if polled else self.wake_at
+    def _watch(self) -> None:
+        deadline = math.inf if self.timeout is None else time.monotonic() + self.timeout
+        self.process.start()
+        self._sender.close()  # the child's copy is the only writer left: its death reads as end of file
+        # Its exit is awaited by its process (a pidfd), not by multiprocessing's sentinel: that is a
+        # pipe, and a helper fn forked without exec holds it open until it exits.
+        self._exit_fd = _exit_fd(self.process.pid)
+        try:
+            while not self._stopping.is_set():
+                if self.receiver.poll(0) or self._exited():  # a grandchild holding the pipe hides no death
+                    self.outcome = self._receive() if self.receiver.poll(0) else None  # end of file: none
+                    self.known = True
+                    self._stopping.events.put(self)  # a failure stops the others now
+                    self._exit_within(time.monotonic() + _EXIT_GRACE_S)
+                    break
+                if time.monotonic() >= deadline:
+                    self.timed_out = True
+                    break
+                self._wait(deadline, self.receiver)
+            # What it left running (usually nothing), a child lingering at exit, or stopped.
+            processes.end(processes.Group(self.process.pid, self._exited))
+        finally:
+            if self._exit_fd is not None:
+                os.close(self._exit_fd)
 
-    def advance(self) -> None:
-        """Take every step that is due now; never blocks (but to read a result being sent)."""
-        now = time.monotonic()
-        if self.phase is _Phase.RUNNING:
-            if self.receiver.poll(0):  # the outcome, or end of file: the child died without one
-                self.outcome = self._receive()
-                self.phase, self.wake_at = _Phase.EXITING, now + _EXIT_GRACE_S
-            elif not self.process.is_alive():
-                if self.receiver.poll(0):  # sent just before it exited
-                    self.outcome = self._receive()
-                self.phase = _Phase.EXITING
-            elif now >= self.wake_at:
-                self.timed_out = True
-                self._end(now)
-        if self.phase is _Phase.EXITING and (not self.process.is_alive() or now >= self.wake_at):
-            self._end(now)  # what it left running (usually nothing), or the child lingering at exit
-        if self.phase is _Phase.ENDING:
-            if not self._group_alive() or (self._killed and now >= self.wake_at):
-                self._done()
-            elif not self._killed and now >= self.wake_at:
-                self._signal(signal.SIGKILL)
-                self._killed, self.wake_at = True, now + processes.SETTLE_S
-
-    def stop(self, interrupted: bool = False) -> None:
-        """End it now (another item failed, an interrupt). A child that ended without a result and
-        is on its way out (``sys.exit(5)``) is left to exit, within the exit grace, but for an
+    def _exit_within(self, grace_end: float) -> None:
+        """Its own exit, left to come but for a stop (another item failed, an interrupt): a child
+        that ended without a result (``sys.exit(5)`` on its way out) is left to exit, but for an
         interrupt: its own exit status is what the error reports."""
-        if self.process.pid is None:  # never started (an interrupt in start() before the fork)
-            self.phase = _Phase.DONE
-        elif self.phase is _Phase.RUNNING or (self.phase is _Phase.EXITING
-                                              and (interrupted or self.outcome is not None)):
-            self.stopped = True
-            self._end(time.monotonic())
+        while not self._exited() and time.monotonic() < grace_end:
+            if self._stopping.is_set() and (self._stopping.interrupted or self.outcome is not None):
+                return
+            self._wait(grace_end)
+
+    def _exited(self) -> bool:
+        return self.process.exitcode is not None  # reaped, if it has exited
+
+    def _wait(self, until: float, *readers: Any) -> None:
+        """Until ``until``, a reader ready, the child's exit, or a stop. ``poll()`` takes no more
+        than 2**31 - 1 ms (≈24.8 days): a longer wait is taken in steps; without a pidfd, the
+        exit is looked for every ``POLL_S``."""
+        step = _MAX_WAIT_S if self._exit_fd is not None else processes.POLL_S
+        waitables = [*readers, self._stopping.reader, *([] if self._exit_fd is None else [self._exit_fd])]
+        multiprocessing.connection.wait(waitables, max(0.0, min(until - time.monotonic(), step)))
 
     def error(self) -> BaseException:
         """The failure, once done: the child's exception rebuilt, or what came of the child."""
         call, process = self.call, self.process
         if self.timed_out:
             return IsolatedTimeout(
-                f"{call.caller}: {call.label} did not finish within {_seconds_text(self.timeout)} s; its "
+                f"{call.caller}: {call.label} did not finish within {self.timeout:g} s; its "
                 f"process group (child pid {process.pid}) was ended", process.exitcode)
         if self.outcome is None:
             return IsolatedCrash(
@@ -335,42 +342,6 @@ class _Child:
         except Exception as exc:  # a class this process lacks, a __setstate__ that raises here...
             return _UNREADABLE, f"{type(exc).__name__}: {exc}"
 
-    def _end(self, now: float) -> None:
-        self._signal(signal.SIGTERM)
-        self.phase, self.wake_at = _Phase.ENDING, now + processes.GRACE_S
-
-    def _signal(self, number: int) -> None:
-        """Signal the child's process group, and the groups its descendants made (a nested
-        ``map_isolated``'s items lead sessions of their own: ended with it, or orphaned when
-        its SIGKILL comes first); the child alone if it has not made its group yet."""
-        if self.process.exitcode is None:
-            self._groups |= processes.descendant_groups(self.process.pid)
-        self._groups.add(self.process.pid)
-        for group in self._groups:
-            try:
-                os.killpg(group, number)
-            except ProcessLookupError:  # no such group: gone (or, the child's own, not made yet)
-                if group == self.process.pid and self.process.exitcode is None:  # the pid is still its
-                    try:
-                        os.kill(self.process.pid, number)
-                    except OSError:
-                        pass
-            except PermissionError:
-                pass
-
-    def _group_alive(self) -> bool:
-        return self.process.exitcode is None or processes.any_group_alive(self._groups or {self.process.pid})
-
-    def _done(self) -> None:
-        deadline = time.monotonic() + processes.SETTLE_S  # dead or killed: at once, but when stuck in the kernel
-        while self.process.exitcode is None and time.monotonic() < deadline:  # not join(): a sentinel
-            time.sleep(0.01)
-        if self._exit_fd is not None:
-            os.close(self._exit_fd)
-            self._exit_fd = None
-        self.receiver.close()
-        self.phase = _Phase.DONE
-
 
 def _exit_fd(pid: int) -> Optional[int]:
     """A descriptor that is readable once ``pid`` has exited (Linux ≥ 5.3, Python ≥ 3.9), else
@@ -381,72 +352,37 @@ def _exit_fd(pid: int) -> Optional[int]:
         return None
 
 
-def _wait_for_any(children: Sequence[_Child]) -> None:
-    """Until one of ``children`` has something to do (at most ``_MAX_WAIT_S``: ``poll()``
-    takes no more than 2**31 - 1 ms, ≈24.8 days; a longer time-out is waited in steps)."""
-    waitables = [w for child in children for w in child.waitables()]
-    wake = min((child.next_wake() for child in children), default=math.inf)
-    multiprocessing.connection.wait(waitables, min(max(0.0, wake - time.monotonic()), _MAX_WAIT_S))
+class _Interrupts:
+    """While the children run, from the main thread: Ctrl-C (SIGINT) and SIGTERM, where they have
+    their default handlers, become events (the children, each in a session of its own, must not
+    run on): once their groups are ended, KeyboardInterrupt is raised, or this process dies by
+    SIGTERM, as it would have. A second signal in between is only noted."""
 
+    def __init__(self, events: "queue.SimpleQueue[Any]"):
+        self.events, self.received = events, []  # type: Any, List[int]
+        self._saved: Dict[int, Any] = {}
 
-def _end_all(children: Sequence[_Child]) -> None:
-    """Ends every child's group at once (SIGTERM to each, the grace, SIGKILL to what is left) and
-    reaps them; returns when all are done. A Ctrl-C or SIGTERM meanwhile is raised only then:
-    an interrupt must not leave them running."""
-    interrupted: Optional[BaseException] = None
-    while True:
-        try:
-            for child in children:
-                child.stop(interrupted is not None)  # again after an interrupt: each is stopped once
-            left = [child for child in children if child.phase is not _Phase.DONE]
-            if not left:
-                break
-            _wait_for_any(left)
-            for child in left:
-                child.advance()
-        except (KeyboardInterrupt, _Terminated) as exc:
-            interrupted = interrupted or exc
-    if interrupted is not None:
-        raise interrupted
+    def __enter__(self) -> "_Interrupts":
+        if threading.current_thread() is threading.main_thread():
+            for number, default in ((signal.SIGINT, signal.default_int_handler), (signal.SIGTERM, signal.SIG_DFL)):
+                try:
+                    if signal.getsignal(number) is default:
+                        self._saved[number] = signal.signal(number, self._note)
+                except (ValueError, OSError):  # not the main interpreter
+                    pass
+        return self
 
+    def _note(self, number: int, frame: Any) -> None:
+        self.received.append(number)
+        self.events.put(number)
 
-class _Terminated(BaseException):
-    """SIGTERM arrived while children ran: raised out of the wait so that their groups are ended."""
-
-
-@contextmanager
-def _ended_by_sigterm() -> Iterator[None]:
-    """SIGTERM's default is to die at once, leaving the children (each in a session of its own)
-    running: while this process waits on them from the main thread, and SIGTERM has its
-    default, it raises :class:`_Terminated` instead; once their groups are ended (the callers'
-    ``finally``) this process dies by SIGTERM, as it would have. A second SIGTERM in between is
-    ignored: the groups are being ended already."""
-    state = {"raised": False}
-
-    def on_sigterm(number: int, frame: Any) -> None:
-        if not state["raised"]:
-            state["raised"] = True
-            raise _Terminated()
-
-    installed = False
-    if threading.current_thread() is threading.main_thread():
-        try:
-            if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
-                signal.signal(signal.SIGTERM, on_sigterm)
-                installed = True
-        except (ValueError, OSError):  # not the main interpreter
-            pass
-    try:
-        yield
-    finally:
-        if installed:
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        if state["raised"]:  # the children are ended: die by it
+    def __exit__(self, *exc_info: Any) -> None:
+        for number, handler in self._saved.items():
+            signal.signal(number, handler)
+        if signal.SIGTERM in self.received:  # the children are ended: die by it
             os.kill(os.getpid(), signal.SIGTERM)
-
-
-def _seconds_text(seconds: Optional[float]) -> str:
-    return f"{seconds:g}" if seconds is not None else "no"
+        if self.received:
+            raise KeyboardInterrupt
 
 
 def _describe_exit(exitcode: Optional[int]) -> str:
@@ -455,11 +391,7 @@ def _describe_exit(exitcode: Optional[int]) -> str:
         return "could not be reaped (stuck in the kernel)"
     if exitcode >= 0:
         return f"exited with status {exitcode}"
-    try:
-        signame = signal.Signals(-exitcode).name
-    except ValueError:
-        signame = f"signal {-exitcode}"
-    text = f"was killed by {signame} (exit status {exitcode})"
+    text = f"was killed by {processes.signal_name(-exitcode)} (exit status {exitcode})"
     if -exitcode == getattr(signal, "SIGKILL", None):
         text += "; out of memory, if nobody killed it on purpose (the kernel's OOM killer sends SIGKILL)"
     return text

@@ -26,9 +26,9 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
-from ..autoapply import supervision
 from ..core import files, streams
-from ..diagnosis.command import fix_arguments
+from ..diagnosis.verify import fix_arguments
+from ..isolation import processes
 from . import report as reporting
 from .masking import Masker, compile_ignores
 from .runner import Run, run_once
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         _say(problem)
         return EXIT_USAGE
     try:
-        with supervision.Signals() as signals:
+        with processes.Signals() as signals:
             report = examine(args, command, signals, progress=True)
     except allocator.AllocatorNotFound as exc:
         _say(f"--malloc {args.malloc}: {exc}")
@@ -109,7 +109,7 @@ def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (),
     problem = _usage_problem(args)
     if problem:
         raise ValueError(problem)
-    return examine(args, list(command), supervision.Signals(), progress=False)
+    return examine(args, list(command), processes.Signals(), progress=False)
 
 
 def option_flags(options: Mapping[str, Any]) -> List[str]:
@@ -131,7 +131,7 @@ def option_flags(options: Mapping[str, Any]) -> List[str]:
     return flags
 
 
-def examine(args: argparse.Namespace, command: Sequence[str], signals: supervision.Signals,
+def examine(args: argparse.Namespace, command: Sequence[str], signals: processes.Signals,
             progress: bool = False) -> reporting.ReproReport:
     """The runs, the report, and (``--verify``) the fix runs."""
     masker = Masker(compile_ignores(args.ignore))
@@ -154,7 +154,7 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: supervisi
 
 
 def _runs_of(command: Sequence[str], env: Dict[str, str], base: str, name: str, args: argparse.Namespace,
-             signals: supervision.Signals, progress: bool) -> List[Run]:
+             signals: processes.Signals, progress: bool) -> List[Run]:
     runs: List[Run] = []
     for number in range(1, args.runs + 1):
         if progress:
@@ -169,14 +169,14 @@ def _runs_of(command: Sequence[str], env: Dict[str, str], base: str, name: str, 
 
 
 def _verify(report: reporting.ReproReport, args: argparse.Namespace, command: Sequence[str], base: str,
-            masker: Masker, signals: supervision.Signals, progress: bool) -> None:
+            masker: Masker, signals: processes.Signals, progress: bool) -> None:
     names, flags = report.fixes()
     shown = ["tf-patches", "run", *report.patch_flags, *[flag for flag in flags if flag not in report.patch_flags],
              "--", *command]
     verification: Dict[str, Any] = {"fixes": names, "flags": flags, "command": shown, "verdict": None,
                                     "summary": "", "first_difference": None, "traps_left": [], "runs": []}
     if signals.received:
-        verification["summary"] = f"not run: {supervision.signal_name(signals.received[0])} arrived"
+        verification["summary"] = f"not run: {processes.signal_name(signals.received[0])} arrived"
     elif any(run.failed for run in report.runs):
         verification["summary"] = "not run: a run failed"
     elif not flags:
@@ -202,7 +202,7 @@ def exit_status(report: reporting.ReproReport) -> int:
     if failed is not None:
         if failed.timed_out or (failed.returncode or 0) >= 0:
             return failed.status
-        return supervision.exit_like(failed.returncode)  # a signal death: the same death here
+        return processes.exit_like(failed.returncode)  # a signal death: the same death here
     return EXIT_REPEATABLE if report.repeatable else EXIT_NOT_REPEATABLE
 
 
@@ -239,7 +239,7 @@ def _usage_problem(args: argparse.Namespace) -> Optional[str]:
     except ValueError as exc:
         return str(exc)
     if args.output is not None:
-        problem = supervision.unwritable(args.output)
+        problem = files.unwritable(args.output)
         if problem:
             return f"--output {args.output}: {problem}"
     if args.against is not None:

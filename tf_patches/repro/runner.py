@@ -1,8 +1,8 @@
 """One run of ``tf-patches repro``: the command as a fresh process tree, in ``tf-patches run``'s
 environment plus ``TF_PATCHES_REPRO_DIR`` (each Python process of the tree records its evidence
 there), standard input from ``/dev/null``, standard output and error kept to files, supervised as
-``diagnose`` supervises its command (:mod:`tf_patches.autoapply.supervision`): signals forwarded,
-what the command leaves running ended, a ``--timeout`` ending the tree."""
+``diagnose`` supervises its command (:func:`tf_patches.isolation.processes.supervise`): signals
+forwarded, what the command leaves running ended, a ``--timeout`` ending the tree."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence
 
 from ..autoapply import run as autoapply
-from ..autoapply import supervision
+from ..isolation import processes
 from . import datafiles, evidence
 from .masking import final_lines
 
@@ -48,7 +48,7 @@ class Run:
         if self.timed_out:
             return f"timed out after {self.seconds:.0f} s (ended by tf-patches repro)"
         if self.returncode < 0:
-            return f"killed by {supervision.signal_name(-self.returncode)}"
+            return f"killed by {processes.signal_name(-self.returncode)}"
         return f"exit status {self.returncode}"
 
     def pids(self) -> List[int]:
@@ -56,14 +56,14 @@ class Run:
 
     def to_dict(self) -> Dict[str, Any]:
         return {"run": self.number, "exit_status": self.status,
-                "signal": supervision.signal_name(-self.returncode) if (self.returncode or 0) < 0 else None,
+                "signal": processes.signal_name(-self.returncode) if (self.returncode or 0) < 0 else None,
                 "timed_out": self.timed_out, "seconds": round(self.seconds, 3),
                 "stdout_lines": len(final_lines(self.stdout)), "processes": len(self.processes),
                 "trap_events": len(self.events), "notes": list(self.notes)}
 
 
 def run_once(command: Sequence[str], env: Dict[str, str], folder: str, number: int, compare: Sequence[str],
-             timeout: Optional[float], signals: supervision.Signals, cwd: Optional[str] = None) -> Run:
+             timeout: Optional[float], signals: processes.Signals, cwd: Optional[str] = None) -> Run:
     """Run ``command`` once, to its end (or ``timeout``), and read back what it left."""
     run = Run(number, folder)
     directory = os.path.join(folder, "evidence")
@@ -79,17 +79,10 @@ def run_once(command: Sequence[str], env: Dict[str, str], folder: str, number: i
         if isinstance(child, int):
             run.status = child
             return run
-        signals.started(child)
-        try:
-            run.returncode = child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            run.timed_out = True
-            supervision.end_leftovers(evidence.VARIABLE, directory)  # the command and all it started
-            run.returncode = child.wait()
+        leftovers = processes.Marked(evidence.VARIABLE, directory)  # the command and all it started
+        run.returncode, run.timed_out = processes.supervise(child, signals, leftovers, timeout=timeout)
         run.seconds = time.monotonic() - started
-        supervision.end_leftovers(evidence.VARIABLE, directory)
-        signals.between()
-    run.status = EXIT_TIMED_OUT if run.timed_out else supervision.shell_status(run.returncode)
+    run.status = EXIT_TIMED_OUT if run.timed_out else processes.shell_status(run.returncode)
     run.stdout, run.stderr = _text(os.path.join(folder, "stdout")), _text(os.path.join(folder, "stderr"))
     run.processes, run.events = evidence.read(directory)
     for path in compare:
