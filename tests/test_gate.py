@@ -167,3 +167,53 @@ def test_a_fixed_patch_is_skipped_naming_the_fix_and_the_nightly_measured():
     released = Environment.from_dict({"distribution": "tensorflow-cpu", "version": "2.21.0"})
     spec = next(spec for spec in registry.specs() if spec.name == "custom_gradient_registry")
     assert spec.gate.check(released)[0] is True
+
+
+# core.versions reads versions and release specifiers without packaging; packaging is the oracle.
+_RELEASES = st.lists(st.integers(0, 12), min_size=1, max_size=4).map(lambda n: ".".join(map(str, n)))
+_SUFFIXES = st.sampled_from(["", "rc0", "rc1", "a1", "b2", ".post1", ".dev20250101", "+nv22.12", "+Local-7_x.012",
+                             ".post1.dev3", "+abc", "rc0+nv23.01"])
+_OPERATORS = st.sampled_from(["==", "!=", "<", "<=", ">", ">=", "~="])
+
+
+@settings(max_examples=2000, deadline=None)
+@given(version=st.one_of(st.tuples(st.sampled_from(["", " ", "v", "1!"]), _RELEASES, _SUFFIXES).map("".join),
+                         st.text(max_size=12)),
+       clauses=st.lists(st.tuples(_OPERATORS, _RELEASES, st.booleans()), max_size=3))
+def test_versions_and_release_specifiers_read_as_packaging_reads_them(version, clauses):
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion
+
+    from tf_patches.core import versions
+
+    try:
+        theirs = Version(version)
+    except InvalidVersion:
+        assert parse_version(version) is None and local_tag(version) is None
+        return
+    ours = parse_version(version)
+    assert (ours.epoch, ours.release) == (theirs.epoch, theirs.release)
+    assert local_tag(version) == theirs.local
+    specifier = ",".join(op + number + (".*" if star and op in ("==", "!=") else "")
+                         for op, number, star in clauses if op != "~=" or "." in number)
+    # The gate's rule: a version gates as its release (packaging, given that release alone).
+    assert versions.matches(ours, specifier) == (Version(theirs.base_version) in SpecifierSet(specifier))
+
+
+@pytest.mark.parametrize("specifier", ["===2.0", ">=2.16rc0", "==1.15.5+nv22.12", ">=2.*", "~=2", "2.0", ">=two"])
+def test_a_specifier_that_names_no_release_is_refused(specifier):
+    with pytest.raises(ValueError, match="not a release specifier"):
+        Gate(versions=specifier)
+
+
+@pytest.mark.parametrize("version, specifier", [
+    ("2", "==2.0.*"), ("2.15", "!=2.15.0.*"), ("2.15", "==2.15.0.0"), ("2.15.0", "<=2.15"), ("2.4", "~=2.4.0"),
+    ("2.4.9", "~=2.4.1"), ("2.5", "~=2.4.1"), ("3.0", "~=2.4"), ("1!2.0", ">=3"), ("1!2.0", "!=2.0.*"),
+    ("2.16.0rc0", ">2.15.99"), ("2.15.0.post1", ">2.15"), ("2.15.0", ">2.15"), ("2.15.1", ">2.15")])
+def test_release_specifier_edge_cases_as_packaging(version, specifier):
+    from packaging.specifiers import SpecifierSet
+
+    from tf_patches.core import versions
+
+    expected = Version(Version(version).base_version) in SpecifierSet(specifier)
+    assert versions.matches(parse_version(version), specifier) == expected

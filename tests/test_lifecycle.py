@@ -274,7 +274,7 @@ def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeyp
     replaced = _replaced(name)
     assert [r.original for r in replaced] == originals
     held = [f"{USER_MODULE}._lifecycle_before_{i}" for i, r in enumerate(replaced)
-            if r.everywhere and not r.api_only]  # api_only searches TF's API modules alone
+            if r.everywhere and not r.narrowed]  # api_only / within search part of TF alone
     if held:
         assert set(held) <= set(engine._states[name].ctx.user_bindings)
     wrappers = [r.replacement for r in replaced]
@@ -292,7 +292,7 @@ def test_user_references_are_untouched_and_pass_through_after_revert(tf, monkeyp
 
 @pytest.mark.parametrize("name", PATCHES)
 def test_no_binding_of_a_replaced_function_is_left_in_tf_packages(tf, name):
-    """replace_everywhere (api_only or not) reaches every binding in TF's packages: a search of all
+    """replace_everywhere (narrowed or not) reaches every binding in TF's packages: a search of all
     loaded modules finds the original nowhere there once the patch is applied."""
     report = _apply(name)
     _check_row(name, report)

@@ -14,7 +14,6 @@ from . import registry
 from .context import PatchContext
 from .environment import Environment, complete, detect
 from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
-from .fingerprint import fingerprint
 from .options import Option, resolve, unset, warn_config
 from .registry import PatchSpec
 from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
@@ -294,19 +293,29 @@ def settings() -> Optional[Dict[str, Any]]:
 
 
 def report() -> Report:
-    """The state of every registered patch now, with the environment it was decided on."""
+    """The state of every registered patch now, with the environment it was decided on and the
+    fingerprint read now."""
     _run_deferred_bootstrap()
-    return _report()
+    result = _report()
+    result.fingerprint  # read now, outside the lock (it reads TF and files): a snapshot
+    return result
 
 
 def _report() -> Report:
+    """The rows now; the fingerprint is read when first asked (apply_all() does not pay for it)."""
     with _lock:
         rows = []
         for spec in registry.specs():
             state = _states.get(spec.name) or _State()
             rows.append(Row(spec.name, spec.title, state.status, state.reason, spec.issue_url))
         env = _env
-    return Report(tuple(rows), env, fingerprint(env))  # outside the lock: it reads TF and files
+    return Report(tuple(rows), env, lambda: _fingerprint(env))
+
+
+def _fingerprint(env: Optional[Environment]) -> Dict[str, Any]:
+    from .fingerprint import fingerprint  # on first use: it imports what apply_all() needs not
+
+    return fingerprint(env)
 
 
 def environment_argument(env: Any) -> Optional[Environment]:

@@ -3,7 +3,8 @@
 Pre-releases, dev and post releases gate as the release they belong to (``2.16.0rc0`` carries
 2.16's code, so it satisfies ``>=2.16``), and the local tag is ignored by the specifier
 (``1.15.5+nv22.12`` is 1.15.5); NVIDIA's builds are told apart by ``nvidia_build``, not by the
-version. packaging's own pre-release rules changed between releases, so we never rely on them.
+version. packaging's own pre-release rules changed between releases, so we never rely on them:
+specifiers are read and matched by :mod:`tf_patches.core.versions`, which names releases only.
 """
 
 from __future__ import annotations
@@ -11,11 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, FrozenSet, Optional, Tuple
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
 from .errors import brief
-from .versions import local_tag, parse_version  # noqa: F401  (gate's names before 0.3)
+from .versions import local_tag, matches, parse_version, release, specifier_clauses  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
     from .environment import Environment
@@ -28,7 +26,8 @@ Verdict = Tuple[Optional[bool], str]
 class Gate:
     """The builds a patch applies to.
 
-    ``versions`` is a packaging specifier set (``">=2.0"``); ``distributions`` limits the
+    ``versions`` is a specifier set on releases (``">=2.0"``, ``">=2.6,!=2.15.*"``: PEP 440's
+    operators but ``===``, read by :func:`tf_patches.core.versions.matches`); ``distributions`` limits the
     pip distributions (empty: any TensorFlow); ``nvidia_build`` requires (True) or excludes
     (False) NVIDIA's builds; ``requires_gpu`` needs at least one GPU; ``cuda`` is a specifier
     on the build's CUDA version; ``python`` one on the interpreter's version. ``fixed_in`` is the
@@ -48,9 +47,9 @@ class Gate:
     def __post_init__(self) -> None:
         # A bad specifier is a bug in the patch module: fail when the registry loads, in tests.
         for spec in (self.versions, self.cuda, self.python):
-            SpecifierSet(spec)
+            specifier_clauses(spec)
         if self.fixed_in:
-            Version(self.fixed_in)
+            release(self.fixed_in)
         if bool(self.fixed_in) != bool(self.fixed_by):
             raise ValueError("fixed_in and fixed_by go together: the version, and what fixed it")
 
@@ -89,16 +88,16 @@ class Gate:
         if self.versions or self.fixed_in:
             if env.version is None:
                 return None, "TensorFlow version unknown until it is imported"
-            release = parse_version(env.version)
-            if release is None:
+            version = parse_version(env.version)
+            if version is None:
                 return False, f"cannot parse TensorFlow version {brief(env.version)}"
-            if self.fixed_in and release >= Version(self.fixed_in):
+            if self.fixed_in and version >= release(self.fixed_in):
                 return False, f"fixed upstream in TF {self.fixed_in} ({self.fixed_by})"
-            if self.versions and release not in SpecifierSet(self.versions):
+            if self.versions and not matches(version, self.versions):
                 return False, f"TensorFlow {env.version} is outside {self.versions}"
         if self.python:
             python = parse_version(env.python_version)
-            if python is None or python not in SpecifierSet(self.python):
+            if python is None or not matches(python, self.python):
                 return False, f"Python {env.python_version} is outside {self.python}"
         if self.requires_gpu or self.cuda:
             if not env.complete:
@@ -109,6 +108,6 @@ class Gate:
                 cuda = parse_version(env.cuda_version)
                 if cuda is None:
                     return False, "not a CUDA build"
-                if cuda not in SpecifierSet(self.cuda):
+                if not matches(cuda, self.cuda):
                     return False, f"CUDA {env.cuda_version} is outside {self.cuda}"
         return True, f"TensorFlow {env.version or '(version from import)'} matches {self.describe()}"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterator, Optional, Tuple
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 from .environment import Environment
-from .fingerprint import describe
 
 APPLIED = "applied"
 PENDING = "pending"
@@ -31,8 +31,15 @@ class Report:
 
     rows: Tuple[Row, ...]
     environment: Optional[Environment] = None
-    # What decides the numbers besides code and seeds (core.fingerprint), read when the report was made.
-    fingerprint: Optional[Dict[str, Any]] = None
+    # Reads the fingerprint (core.fingerprint). Called at most once, on first use of `fingerprint`:
+    # it reads installed packages and TF's settings, which apply_all() need not pay for.
+    read_fingerprint: Optional[Callable[[], Dict[str, Any]]] = field(default=None, repr=False, compare=False)
+
+    @cached_property  # a frozen dataclass still has a __dict__, where cached_property stores
+    def fingerprint(self) -> Optional[Dict[str, Any]]:
+        """What decides the numbers besides code and seeds; for ``apply_all()``'s report, read when
+        first asked (``tf_patches.report()`` reads it at once)."""
+        return self.read_fingerprint() if self.read_fingerprint is not None else None
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.rows)
@@ -69,6 +76,8 @@ class Report:
         for line in [header, *body]:
             lines.append(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {line[2]}")
         if self.fingerprint:
+            from .fingerprint import describe
+
             lines.append("fingerprint (what decides the numbers besides code and seeds):")
             lines.append(describe(self.fingerprint))
         return "\n".join(lines)

@@ -166,7 +166,7 @@ def _install_keras(ctx: PatchContext, source: _DefaultSeeds, package: str) -> No
         replacement = _keras3_default_seed(generator.make_default_seed, source, ctx,
                                            modules["keras.src.backend.common.global_state"],
                                            modules.get("keras.src.utils.rng_utils"))
-        ctx.replace_everywhere(generator, "make_default_seed", replacement)
+        ctx.replace_everywhere(generator, "make_default_seed", replacement, within="keras")  # Keras's backends bind it
         return
     for name in (f"{package}.src.backend", f"{package}.backend"):  # tf_keras, Keras 2.13+; Keras 2.10-2.12
         backend = modules.get(name)

@@ -31,14 +31,12 @@ import random
 import sys
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
-
 from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment
 from ..core.errors import logger
-from ..core.gate import Gate, parse_version
+from ..core.gate import Gate
+from ..core.versions import matches, parse_version, release
 from ..core import seeds
 from ..core.seeds import MAX_SEED
 from ..core.options import Option, flag, whole_number
@@ -68,7 +66,7 @@ TF_DETERMINISTIC_OPS = "TF_DETERMINISTIC_OPS"
 TF_CUDNN_USE_FRONTEND = "TF_CUDNN_USE_FRONTEND"
 CUBLAS_WORKSPACE_CONFIG = "CUBLAS_WORKSPACE_CONFIG"
 CUBLAS_WORKSPACE = ":4096:8"  # PyTorch's reproducibility notes: cuBLAS deterministic, CUDA ≥ 10.2
-_API_FROM = Version("2.8")  # tf.config.experimental.enable_op_determinism
+_API_FROM = release("2.8")  # tf.config.experimental.enable_op_determinism
 
 # Ops still non-deterministic on a GPU with the switch on, by stock TF version, as
 # (op, versions where it is, versions where TF raises UnimplementedError instead of running it).
@@ -104,13 +102,13 @@ def environment_switches(env: Environment) -> Dict[str, str]:
     version = parse_version(env.version)
     if version is None or version >= _API_FROM:
         return {}
-    if version < Version("2.1"):
+    if version < release("2.1"):
         switches = {TF_CUDNN_DETERMINISTIC: "1"}
         if env.nvidia_build:
             switches[TF_DETERMINISTIC_OPS] = "1"
         return switches
     switches = {TF_DETERMINISTIC_OPS: "1"}
-    if version >= Version("2.5"):
+    if version >= release("2.5"):
         switches[TF_CUDNN_USE_FRONTEND] = "1"
     return switches
 
@@ -130,8 +128,8 @@ def known_gpu_gaps(env: Environment) -> Tuple[List[str], List[str]]:
     if version is None:
         return silent, raising
     for op, affected, raises in KNOWN_GPU_GAPS:
-        if version in SpecifierSet(affected):
-            (raising if raises and version in SpecifierSet(raises) else silent).append(op)
+        if matches(version, affected):
+            (raising if raises and matches(version, raises) else silent).append(op)
     return silent, raising
 
 
