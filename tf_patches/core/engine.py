@@ -336,3 +336,20 @@ def _assumed_or_detected() -> Environment:
         except (OSError, ValueError, TypeError) as exc:
             warn_config(ASSUME_VARIABLE, path, f"{type(exc).__name__}: {exc}; detecting instead")
     return detect()
+
+
+# Services of the engine that tools (diagnosis, repro) use: public, so that nothing outside core
+# reaches a private name (tests/test_layout.py checks it).
+
+
+def current_report() -> Report:
+    """The rows as they are now, for a tool that reads them mid-run or at exit (diagnose's
+    sampler, repro's evidence): unlike :func:`report`, it neither runs the auto-apply bootstrap's
+    deferred apply nor reads the fingerprint now (that is read on first use)."""
+    return _report()
+
+
+def assumed_or_detected() -> Environment:
+    """The environment ``apply_all()`` decides on when given no ``env=``: the one described by
+    ``TF_PATCHES_ASSUME`` (unreadable: a warning, and detection), else this machine, detected."""
+    return _assumed_or_detected()
