@@ -95,7 +95,7 @@ def _seeds(tensorflow: bool) -> dict:
     engine = sys.modules.get("tf_patches.core.engine")
     if engine is not None:  # applied in this process: op_determinism's row says which seed and why
         try:
-            for row in engine._report().rows:
+            for row in engine.current_report().rows:
                 if row.name == "op_determinism":
                     seeds["op_determinism"] = {"status": row.status, "reason": row.reason}
         except Exception as exc:
