@@ -136,7 +136,7 @@ class Diagnosis:
         from ..core.signature import DIAGNOSING, EagerExecutions, Installer, Sites
         from ..core.sites import locator
 
-        env = engine._assumed_or_detected()
+        env = engine.assumed_or_detected()
         if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it
             env = complete(env, module)
         self._tf_version, self._distribution = env.version, env.distribution
@@ -280,7 +280,7 @@ class Diagnosis:
         try:
             from ..core import engine
 
-            return [row.name for row in engine._report().rows if row.status == "applied"]
+            return [row.name for row in engine.current_report().rows if row.status == "applied"]
         except Exception:
             return []
 
