@@ -14,7 +14,7 @@ import ast
 import importlib
 import warnings
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Set
+from typing import Callable, Dict, Iterator, List, Optional, Set
 
 import pytest
 
@@ -107,15 +107,41 @@ def _private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _private_uses(module: str) -> List[str]:
-    """``alias._name`` read on a module of another tool that ``module`` imported as ``alias``."""
-    own = layer(module)
-    aliases = {i.alias: i.target for i in imports(module) if i.name is None and layer(i.target) in TOOLS
-               and layer(i.target) != own}
+def _looked_up(node: ast.AST) -> Optional[str]:
+    """The name in ``sys.modules.get("x")``, ``sys.modules["x"]`` or ``importlib.import_module("x")``."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args \
+            and node.func.attr in ("get", "import_module") and isinstance(node.args[0], ast.Constant):
+        return node.args[0].value
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and node.value.attr == "modules":
+        key = node.slice if isinstance(node.slice, ast.Constant) else getattr(node.slice, "value", None)  # 3.8: Index
+        return key.value if isinstance(key, ast.Constant) else None
+    return None
+
+
+def _dotted(node: ast.AST, aliases: Dict[str, str]) -> Optional[str]:
+    """The package module an expression names: an alias, or ``tf_patches.core.engine`` spelled out."""
+    if isinstance(node, ast.Name):
+        return aliases.get(node.id, node.id)
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value, aliases)
+        return f"{base}.{node.attr}" if base else None
+    return None
+
+
+def _private_uses(module: str, reached: Callable[[str], bool]) -> List[str]:
+    """``x._name`` read by ``module`` on a package module for which ``reached`` is true: ``x`` an
+    alias it imported (in a function too), one it looked up (``sys.modules.get(...)``), or the
+    module's dotted name."""
     tree = ast.parse(MODULES[module].read_text(encoding="utf-8"))
-    return [f"{module}:{node.lineno}: {aliases[node.value.id]}.{node.attr}" for node in _nodes(tree)
-            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
-            and node.value.id in aliases and _private(node.attr)]
+    aliases = {i.alias: i.target for i in imports(module) if i.name is None}
+    for node in _nodes(tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            found = _looked_up(node.value)
+            if found in MODULES:
+                aliases[node.targets[0].id] = found
+    return [f"{module}:{node.lineno}: {target}.{node.attr}" for node in _nodes(tree)
+            if isinstance(node, ast.Attribute) and _private(node.attr)
+            for target in [_dotted(node.value, aliases)] if target in MODULES and reached(target)]
 
 
 def test_every_module_is_read():
@@ -147,7 +173,21 @@ def test_no_tool_imports_another_tools_private_name():
             if other in TOOLS and other != own and (
                     (i.name is not None and _private(i.name)) or any(map(_private, i.target.split(".")))):
                 wrong.append(i)
-        wrong.extend(_private_uses(module))
+        wrong.extend(_private_uses(module, lambda target: layer(target) in TOOLS and layer(target) != own))
+    assert wrong == []
+
+
+def test_nothing_outside_core_reaches_a_private_name_of_core():
+    """The engine's services are public functions of core (``engine.current_report()``), not its
+    ``_private`` names: neither imported (``from ..core.engine import _report``) nor read on a core
+    module (``engine._report()``, also where ``engine`` came from ``sys.modules``)."""
+    wrong: List[object] = []
+    for module in MODULES:
+        if layer(module) == "core":
+            continue
+        wrong.extend(i for i in imports(module) if layer(i.target) == "core" and (
+            (i.name is not None and _private(i.name)) or any(map(_private, i.target.split(".")))))
+        wrong.extend(_private_uses(module, lambda target: layer(target) == "core"))
     assert wrong == []
 
 
