@@ -87,8 +87,9 @@ def unknown_names(module: ModuleType) -> List[str]:
     declared = [namespace[name] for name in DECLARATIONS if name in namespace]
     found = [name for name in public if name not in namespace]  # misspelled there
     for name, value in namespace.items():
+        # identity first: getattr on a lazy proxy (errors.logger) would load what it stands for
         if name.startswith("_") or name in known or (
-                getattr(value, "__name__", None) == name and any(value is other for other in declared)):
+                any(value is other for other in declared) and getattr(value, "__name__", None) == name):
             continue
         if not _imported(module, value):
             found.append(name)
