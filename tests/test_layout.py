@@ -3,7 +3,8 @@
 Every module of ``tf_patches`` is read with ``ast`` (nothing is imported to check it, and an
 import inside a function counts as much as one at the top; only ``if TYPE_CHECKING:`` blocks
 are left out). Core imports nothing of the patches or the tools; a patch imports core and the
-patches' own modules; no tool imports another tool's private name; nothing inside the package
+patches' own modules; no tool imports another tool's private name, and nothing outside core
+reaches one of core's (imported, or read on a core module); nothing inside the package
 imports its top level (whose names are lazy re-exports of the modules below it); core has no
 import cycle.
 """
