@@ -105,7 +105,7 @@ def diagnosed(program: Callable[[], Any], apply: Optional[str] = None) -> Diagno
 
 def counts(diagnosis: Diagnosis) -> Dict[str, int]:
     snapshot = diagnosis.snapshot()
-    return dict(zip(snapshot["signatures"], snapshot["samples"][-1][2]))
+    return snapshot.counts()
 
 
 def leak(report: Any, name: str) -> Any:
@@ -116,8 +116,8 @@ def leak(report: Any, name: str) -> Any:
 
 def assert_not_armed(diagnosis: Diagnosis, name: str) -> None:
     snapshot = diagnosis.snapshot()
-    assert name in snapshot["skipped"], snapshot["skipped"]
-    assert name not in snapshot["signatures"]
+    assert name in snapshot.skipped, snapshot.skipped
+    assert name not in snapshot.signatures
     assert name not in {leak.patch for leak in diagnosis.report().leaks}
 
 
@@ -330,8 +330,8 @@ def test_signature_named_then_gone_with_its_patch(tf, name):
 def test_rfft_guard_signature_on_the_reported_build(tf, assume_reported_machine):
     unpatched = diagnosed(fft_calls)
     snapshot = unpatched.snapshot()
-    assert snapshot["distribution"] == "nvidia-tensorflow" and snapshot["tf_version"].startswith("1.15.5")
-    assert RFFT in snapshot["signatures"]
+    assert snapshot.distribution == "nvidia-tensorflow" and snapshot.tf_version.startswith("1.15.5")
+    assert RFFT in snapshot.signatures
     found = assert_named(unpatched.report(), RFFT, count=9)
     assert found.fix_python == 'import tf_patches; tf_patches.apply_all(rfft_guard="cpu")'
     assert "--rfft-guard cpu" in found.fix_command
@@ -352,8 +352,8 @@ def test_every_signature_is_armed_here_or_said_skipped_and_reads_nothing_unprovo
     block that does nothing."""
     diagnosis = diagnosed(lambda: None)
     snapshot = diagnosis.snapshot()
-    assert snapshot["failed"] == {}, snapshot["failed"]
-    assert (name in snapshot["signatures"]) != (name in snapshot["skipped"]), snapshot
+    assert snapshot.failed == {}, snapshot.failed
+    assert (name in snapshot.signatures) != (name in snapshot.skipped), snapshot
     assert counts(diagnosis).get(name, 0) == 0
     signature = BY_PATCH[name]
     assert signature.patch == name and signature.unit and signature.fix and signature.floor >= 0
@@ -364,7 +364,7 @@ def test_every_signature_is_armed_here_or_said_skipped_and_reads_nothing_unprovo
 def test_rfft_guard_not_armed_on_this_build(tf):
     diagnosis = diagnosed(fft_calls)
     assert_not_armed(diagnosis, RFFT)
-    assert "NVIDIA" in diagnosis.snapshot()["skipped"][RFFT]
+    assert "NVIDIA" in diagnosis.snapshot().skipped[RFFT]
 
 
 def test_py311_advisory_counts_eager_tensors(tf):
@@ -372,7 +372,7 @@ def test_py311_advisory_counts_eager_tensors(tf):
     if not applies(PY311):
         assert_not_armed(diagnosis, PY311)
         return
-    assert PY311 in diagnosis.snapshot()["signatures"]
+    assert PY311 in diagnosis.snapshot().signatures
     found = assert_named(diagnosis.report(), PY311, at_least=18_000)
     assert found.count < 18_000 + 100  # 3 tensors per tf.zeros([1]), a few more for the samples
     assert PY311 in {condition["patch"] for condition in diagnosis.report().conditions}
@@ -558,8 +558,8 @@ MEASURED_PROGRAMS = """
             "seconds": round(time.perf_counter() - started, 2),
             "growth": report.growth_bytes,
             "leaks": {{leak.patch: [leak.count, leak.explained_bytes, leak.unit_size] for leak in report.leaks}},
-            "signatures": diagnosis.snapshot()["signatures"],
-            "skipped": sorted(diagnosis.snapshot()["skipped"]),
+            "signatures": diagnosis.snapshot().signatures,
+            "skipped": sorted(diagnosis.snapshot().skipped),
         }}
 
     if {py311}:  # TF 62551, first (the leak's RSS per tensor depends on the heap): 16-34 B per tensor.

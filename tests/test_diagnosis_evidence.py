@@ -24,6 +24,7 @@ import tf_patches
 from tf_patches.core.signature import Sites
 from tf_patches.diagnosis import heap as heap_module
 from tf_patches.diagnosis.sampler import Diagnosis
+from tf_patches.diagnosis.snapshot import Snapshot
 
 from .fresh import run_fresh
 from .test_diagnosis import (CUSTOM_GRADIENT, GENERATOR, GRAPH, KERAS2, PY_FUNCTION, SEED, applies,
@@ -43,7 +44,7 @@ def line_of(marker: str) -> int:
     raise AssertionError(f"no line marked {marker}")
 
 
-def diagnosed(*programs: Callable[[], None]) -> Dict[str, Any]:
+def diagnosed(*programs: Callable[[], None]) -> Snapshot:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with tf_patches.diagnose() as diagnosis:
@@ -81,7 +82,7 @@ def growing_session(runs: int) -> None:
 
 
 @pytest.fixture(scope="module")
-def in_process(tf) -> Dict[str, Any]:
+def in_process(tf) -> Snapshot:
     # 300 draws and 100 py_function calls: past the exact first 16 events, so the sampled share
     # is exercised too; 60 runs add 2 ops each after the Session's first 10.
     programs: List[Callable[[], None]] = [lambda: seeded_draws(300), lambda: py_function_calls(100),
@@ -96,8 +97,8 @@ def in_process(tf) -> Dict[str, Any]:
 
 
 def test_sites_name_the_line_that_makes_the_units(in_process):
-    sites = in_process["sites"]
-    counts = dict(zip(in_process["signatures"], in_process["samples"][-1][2]))
+    sites = in_process.sites
+    counts = in_process.counts()
     for name, marker, units in ((SEED, "site: seed", 300), (PY_FUNCTION, "site: py_function", 100),
                                 (GRAPH, "site: graph", 100)):  # graph: 2-3 ops per run after 10
         filename, line, function, count = sites[name][0]
@@ -125,10 +126,10 @@ def test_sites_sampling_keeps_the_proportions():
 
 
 def test_heap_in_process_is_glibc_with_figures(in_process):
-    heap = in_process["heap"]
+    heap = in_process.heap
     assert heap["allocator"] == "glibc"
     assert 0 < heap["in_use_bytes"] <= heap["held_bytes"] < heap["rss_bytes"]
-    assert all(len(row) == 3 for row in in_process["heap_samples"])
+    assert all(len(row) == 3 for row in in_process.heap_samples)
 
 
 def test_allocator_from_maps_and_preload():
@@ -169,7 +170,7 @@ FRESH = """
         for _ in range(3000):
             tf.add(y, 1.0)
     diagnosis.stop()
-    snapshot = diagnosis.snapshot()
+    snapshot = diagnosis.snapshot().to_dict()
     # Keras' and TF's own functions back once stopped (a staticmethod's too).
     snapshot["left"] = [f.__code__.co_filename for f in (tf.keras.Model.__new__, tf.compat.v1.reset_default_graph)
                         if "tf_patches" in f.__code__.co_filename]
@@ -230,4 +231,4 @@ def test_probe_outside_a_diagnosis_keeps_no_sites(tf):
     from tf_patches.patches.seed_kernel_cache import FreshSeedKernels
 
     assert FreshSeedKernels().sites.tick() == 0 and FreshSeedKernels().sites.top() == []
-    assert isinstance(Diagnosis().snapshot().get("sites"), dict)
+    assert isinstance(Diagnosis().snapshot().sites, dict)

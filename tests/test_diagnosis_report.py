@@ -6,13 +6,14 @@ and tests/test_diagnose_command.py's. Needs no TensorFlow."""
 from __future__ import annotations
 
 import json
-from typing import Any, Dict, List, Sequence
+from typing import Any, List, Sequence
 
 import pytest
 
 from tf_patches.diagnosis import figures
 from tf_patches.diagnosis.report import SCHEMA, DiagnosisReport
 from tf_patches.diagnosis.signatures import signature_of
+from tf_patches.diagnosis.snapshot import Snapshot
 
 MIB = 2**20
 KIB = 1024
@@ -23,16 +24,13 @@ VERSION = "2.21.0"
 LAB = signature_of(SEED).unit_bytes(VERSION)
 
 
-def snapshot(series: Sequence[Sequence[Any]], names: Sequence[str] = (SEED,), **extra: Any) -> Dict[str, Any]:
+def snapshot(series: Sequence[Sequence[Any]], names: Sequence[str] = (SEED,), **extra: Any) -> Snapshot:
     """A process's snapshot: ``series`` is ``(seconds, rss bytes, counts...)`` rows."""
     samples = [[1000.0 + row[0], int(row[1]), list(row[2:])] for row in series]
-    snap = {"pid": 1, "tf_version": VERSION, "signatures": list(names), "samples": samples,
-            "onsets": {}, "skipped": {}, "failed": {}, "conditions": [], "patched": []}
-    snap.update(extra)
-    return snap
+    return Snapshot(pid=1, tf_version=VERSION, signatures=list(names), samples=samples, **extra)
 
 
-def report_of(*snaps: Dict[str, Any]) -> DiagnosisReport:
+def report_of(*snaps: Snapshot) -> DiagnosisReport:
     return DiagnosisReport.from_snapshots(list(snaps))
 
 
@@ -51,9 +49,9 @@ def test_a_plateau_reads_no_leak_with_its_set_up_growth():
     # +109 MiB while building and tracing (the first 5 s), then flat: issue 20's Keras 3 predict loop.
     rows = [[t, 600 * MIB + min(t, 5) / 5 * 109 * MIB + (t % 2) * 300 * KIB, 0] for t in range(31)]
     report = report_of(snapshot(rows))
-    assert report.verdict == "flat" and report.steady["flat"], report.steady
-    assert 100 * MIB <= report.setup["growth_bytes"] <= 115 * MIB
-    assert abs(report.steady["rate_bytes_per_s"]) < 100 * KIB
+    assert report.verdict == "flat" and report.steady.flat, report.steady
+    assert 100 * MIB <= report.setup_growth_bytes <= 115 * MIB
+    assert abs(report.steady.rate_bytes_per_s) < 100 * KIB
     text = str(report)
     assert "Verdict: no leak" in text and "then flat" in text, text
 
@@ -62,9 +60,9 @@ def test_a_leak_from_the_first_step_has_no_set_up_growth_and_its_rate_is_the_hea
     rows = leak_loop(LAB, 100, seconds=20)
     report = report_of(snapshot(rows))
     assert report.verdict == "leak"
-    assert report.steady["rate_bytes_per_s"] == pytest.approx(100 * LAB, rel=0.01)
-    assert abs(report.setup["growth_bytes"]) < MIB
-    assert report.steady["from_s"] == pytest.approx(10.0) and report.steady["samples"] == 11
+    assert report.steady.rate_bytes_per_s == pytest.approx(100 * LAB, rel=0.01)
+    assert abs(report.setup_growth_bytes) < MIB
+    assert report.steady.from_s == pytest.approx(10.0) and report.steady.samples == 11
     assert "Verdict: leaking" in str(report).split("\n")[1]
 
 
@@ -73,7 +71,7 @@ def test_a_leak_that_slows_as_its_cache_grows_is_not_taken_for_set_up():
     # constant, RSS per second is not. A line in time drawn back took the early part for set-up.
     rows = [[t, 600 * MIB + int(400 * t ** 0.5) * LAB, int(400 * t ** 0.5)] for t in range(31)]
     report = report_of(snapshot(rows))
-    assert abs(report.setup["growth_bytes"]) < 2 * MIB, report.setup
+    assert abs(report.setup_growth_bytes) < 2 * MIB, report.setup_growth_bytes
     assert report.leaks[0].explained_bytes == pytest.approx(report.growth_bytes, rel=0.01)
 
 
@@ -81,7 +79,7 @@ def test_a_slow_growth_after_set_up_is_not_flat():
     # 100 MiB of set-up, then 1 MiB/s: the bound is 10 % of the set-up over the window.
     rows = [[t, 600 * MIB + min(t, 2) * 50 * MIB + max(0, t - 2) * MIB, 0] for t in range(41)]
     report = report_of(snapshot(rows))
-    assert report.steady["growth_bytes"] > report.steady["flat_bound_bytes"]
+    assert report.steady.growth_bytes > report.steady.flat_bound_bytes
     assert report.verdict == "growing" and "still growing" in str(report)
 
 
@@ -140,7 +138,7 @@ def test_a_fitted_size_follows_a_steady_leak_and_never_exceeds_the_growth():
 
 def test_explained_bytes_sum_over_processes():
     one, two = snapshot(leak_loop(LAB, 100)), snapshot(leak_loop(LAB, 50))
-    two["pid"] = 2
+    two.pid = 2
     report = report_of(one, two)
     assert report.processes == 2 and report.leaks[0].count == 3000
     assert report.leaks[0].explained_bytes == int(2000 * LAB) + int(1000 * LAB)

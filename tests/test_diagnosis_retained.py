@@ -59,7 +59,7 @@ def test_kept_generators_are_sized_by_what_they_hold(tf, rows, low, high):
         warnings.simplefilter("ignore")
         with tf_patches.diagnose(interval=0.2) as diagnosis:
             folds(tf, count, rows)
-    retained = diagnosis.snapshot()["retained"]
+    retained = diagnosis.snapshot().retained
     assert low <= retained[GENERATOR] <= high, retained
     report = diagnosis.report()
     leak = [leak for leak in report.leaks if leak.patch == GENERATOR]

@@ -316,7 +316,7 @@ if row.status == "applied":
         with tf_patches.diagnose() as diagnosis:
             program()
         snapshot = diagnosis.snapshot()
-        return dict(zip(snapshot["signatures"], snapshot["samples"][-1][2])).get(patch.NAME)
+        return snapshot.counts().get(patch.NAME)
 
     routed = [name for name, (_, _, on) in cases.items() if on]
     predict_routed = lambda: [cases[n][0].predict(cases[n][1], verbose=0) for n in routed for _ in range(3)]

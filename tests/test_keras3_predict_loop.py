@@ -286,9 +286,9 @@ def _predict_loop_counted(tf, calls: int) -> tuple:
             for _ in range(3):  # models predicting once each: set-up (models in a loop), not counted
                 keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)]).predict(x, verbose=0)
     snapshot = diagnosis.snapshot()
-    if NAME not in snapshot["signatures"]:
+    if NAME not in snapshot.signatures:
         return None, None, None
-    count = dict(zip(snapshot["signatures"], snapshot["samples"][-1][2]))[NAME]
+    count = snapshot.counts()[NAME]
     found = [leak for leak in diagnosis.report().leaks if leak.patch == NAME]
     return count, (found[0] if found else None), (found[0].sites[0] if found and found[0].sites else None)
 

@@ -30,11 +30,11 @@ def diagnosed(program: Callable[[], Any]) -> Tuple[Optional[int], Any, Any]:
         with tf_patches.diagnose() as diagnosis:
             program()
     snapshot = diagnosis.snapshot()
-    assert NAME not in snapshot["skipped"], snapshot["skipped"]
+    assert NAME not in snapshot.skipped, snapshot.skipped
     report = diagnosis.report()
     found = [leak for leak in report.leaks if leak.patch == NAME]
-    count = dict(zip(snapshot["signatures"], snapshot["samples"][-1][2]))[NAME]
-    assert not any(condition["patch"] == NAME for condition in snapshot["conditions"])
+    count = snapshot.counts()[NAME]
+    assert not any(condition["patch"] == NAME for condition in snapshot.conditions)
     return count, (found[0] if found else None), report
 
 

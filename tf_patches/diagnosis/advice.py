@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any, Dict, List, Optional, Sequence
 
 from .figures import MIB, format_size
+from .snapshot import Snapshot
 
 FRAGMENTED_BYTES = 64 * MIB  # held by the heap and not in use, at least
 FRAGMENTED_SHARE = 0.25  # ... and this share of the growth
@@ -35,11 +36,11 @@ def _number(value: Any) -> Optional[float]:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _heap(snapshots: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
+def _heap(snapshots: Sequence[Snapshot]) -> Dict[str, Any]:
     """The processes' heaps summed (each one's last word), and the allocators they run under."""
     allocators, in_use, held, known = set(), 0.0, 0.0, False
     for snap in snapshots:
-        heap = snap.get("heap")
+        heap = snap.heap
         if not isinstance(heap, dict):
             continue
         if heap.get("allocator"):
@@ -50,12 +51,12 @@ def _heap(snapshots: Sequence[Dict[str, Any]]) -> Dict[str, Any]:
     return {"allocators": sorted(allocators), "in_use": in_use if known else None, "held": held if known else None}
 
 
-def _idle_growth(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
+def _idle_growth(snapshots: Sequence[Snapshot]) -> Optional[float]:
     """How much the heap's kept-but-free part grew over the run (``heap_samples``: ``[time, in
     use, held]``), summed over the processes; None where no process measured it."""
     total, seen = 0.0, False
     for snap in snapshots:
-        rows = [row for row in snap.get("heap_samples") or ()
+        rows = [row for row in snap.heap_samples or ()
                 if isinstance(row, (list, tuple)) and len(row) >= 3
                 and _number(row[1]) is not None and _number(row[2]) is not None]
         if len(rows) >= 2:
@@ -64,13 +65,13 @@ def _idle_growth(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
     return total if seen else None
 
 
-def _released(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
+def _released(snapshots: Sequence[Snapshot]) -> Optional[float]:
     """Garbage waiting for a full collection, summed over the processes: what the one at the
     end released (heap in use where measured, else RSS), or the most one of the program's own
     full collections freed at once, whichever is more (garbage piles up between them)."""
     total, seen = 0.0, False
     for snap in snapshots:
-        collection = snap.get("collection")
+        collection = snap.collection
         if not isinstance(collection, dict):
             continue
         before, after = _number(collection.get("heap_in_use_before")), _number(collection.get("heap_in_use_after"))
@@ -85,12 +86,12 @@ def _released(snapshots: Sequence[Dict[str, Any]]) -> Optional[float]:
     return total if seen else None
 
 
-def _count(snapshots: Sequence[Dict[str, Any]], key: str) -> Optional[int]:
-    values = [snap.get(key) for snap in snapshots if isinstance(snap.get(key), int)]
+def _total(counts: Sequence[Optional[int]]) -> Optional[int]:
+    values = [count for count in counts if isinstance(count, int)]
     return sum(values) if values else None
 
 
-def advise(snapshots: Sequence[Dict[str, Any]], growth: float, growing: bool, leaks_named: bool,
+def advise(snapshots: Sequence[Snapshot], growth: float, growing: bool, leaks_named: bool,
            command: str, explained: float = 0.0) -> List[Dict[str, str]]:
     """The advice the evidence supports. ``growing``: the steady state is not flat (or unknown
     with growth); ``leaks_named``: a known leak fired (its own advice is given with it);
@@ -117,8 +118,8 @@ def advise(snapshots: Sequence[Dict[str, Any]], growth: float, growing: bool, le
         advice.append({"kind": "gc", "evidence": f"a full garbage collection freed {format_size(released)} at once",
                        "text": "objects in reference cycles (models, traced functions, datasets) wait for "
                                "Python's collector: call gc.collect() after each model or fold"})
-    models = _count(snapshots, "models_built")
-    clears = _count(snapshots, "clear_session_calls")
+    models = _total([snap.models_built for snap in snapshots])
+    clears = _total([snap.clear_session_calls for snap in snapshots])
     if models is not None and models >= MODELS_IN_A_LOOP and growing:
         each = f" (≈{format_size(growth / models)} of growth per model)" if growth > 0 else ""
         if not clears:

@@ -23,6 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from .snapshot import Snapshot
+
 MIB = 1024 * 1024
 STEADY_RULE = ("steady state: the last half, by time, of each process's samples after TensorFlow was "
                "imported (needs 4 samples or more); set-up (one-off) growth: what grew before that half "
@@ -222,12 +224,12 @@ def format_size(value: Optional[float], signed: bool = False) -> str:
     return f"{sign}{size:,.0f} B"
 
 
-def sum_sites(snapshots: Sequence[Dict[str, Any]], name: str, most: int = 3) -> List[List[Any]]:
+def sum_sites(snapshots: Sequence[Snapshot], name: str, most: int = 3) -> List[List[Any]]:
     """The user's lines that made ``name``'s units (snapshot ``sites``), over the processes, most
     frequent first: ``[file, line, function, count]``."""
     totals: Dict[Tuple[Any, Any, Any], int] = {}
     for snap in snapshots:
-        for site in (snap.get("sites") or {}).get(name, ()):
+        for site in snap.sites.get(name, ()):
             try:
                 key, count = (site[0], site[1], site[2]), int(site[3])
             except (IndexError, TypeError, ValueError):

@@ -22,13 +22,17 @@ import os
 import sys
 import threading
 import time
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ..core import files, importhook
 from ..core.memory import resident_bytes as rss_bytes  # by this name since 0.2 (diagnosis.command reads it)
 from .collection import CollectionWatch
 from .heap import heap, in_use_and_held
 from .models import KerasModels
+from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from .report import DiagnosisReport
 
 DIRECTORY_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"  # where each process writes <pid>.json
 INTERVAL_VARIABLE = "TF_PATCHES_DIAGNOSE_INTERVAL"
@@ -210,67 +214,44 @@ class Diagnosis:
             thin(self._samples)
             thin(self._heap_samples)
 
-    def snapshot(self) -> Dict[str, Any]:
-        """This process's diagnosis so far, as plain data (what a child writes for the command)."""
+    def snapshot(self) -> Snapshot:
+        """This process's diagnosis so far (what a child writes for the command, as JSON)."""
         with self._lock:
-            return {
-                "pid": os.getpid(),
-                "argv": list(sys.argv),
-                "distribution": self._distribution,
-                "tf_version": self._tf_version,
-                "python": sys.version.split()[0],
-                "started": round(self._started_at, 3),
-                "armed": self._armed_at and round(self._armed_at, 3),
-                "interval": self.interval,
-                "signatures": [probe.patch for probe in self._probes],
-                "samples": [list(sample) for sample in self._samples],
-                "onsets": dict(self._onsets),
-                "skipped": dict(self._skipped),
-                "failed": dict(self._failed),
-                "conditions": list(self._conditions),
-                "patched": self._applied(),
-                **self._evidence(),
-            }
+            return Snapshot(
+                pid=os.getpid(), argv=list(sys.argv), distribution=self._distribution, tf_version=self._tf_version,
+                python=sys.version.split()[0], started=round(self._started_at, 3),
+                armed=self._armed_at and round(self._armed_at, 3), interval=self.interval,
+                signatures=[probe.patch for probe in self._probes], samples=[list(sample) for sample in self._samples],
+                onsets=dict(self._onsets), skipped=dict(self._skipped), failed=dict(self._failed),
+                conditions=list(self._conditions), patched=self._applied(),
+                heap_samples=[list(sample) for sample in self._heap_samples], retained=self._retained(),
+                evidence_failed=dict(self._models.failed) or None, **self._models.to_dict(), **self._evidence())
 
     def _evidence(self) -> Dict[str, Any]:
-        """What the report's advice rests on (each key may be absent: older snapshots lack them).
-
-        - ``sites``: ``{patch: [[filename, line, function, count], ...]}``, the user's lines that
-          made the units, most frequent first, at most 5; counts past a probe's first 16 events
-          are sampled (every 64th, weighted 64: :class:`~tf_patches.core.signature.Sites`).
-          Signatures read from TF's own counters (py311_eager_op_leak) have none.
-        - ``collection``: :meth:`CollectionWatch.to_dict` (the rule in :mod:`.collection`).
-        - ``heap``: :func:`.heap.heap` now; ``heap_samples``: ``[time, in use, held]`` at each
-          sample (None where the allocator is not glibc).
-        - ``models_built``, ``clear_session_calls``, ``graph_resets``: :mod:`.models`.
-        - ``retained``: ``{patch: bytes}``, what one unit holds, measured in this process by the
-          probes that can tell (:meth:`~tf_patches.core.signature.Probe.unit_bytes_here`).
-        """
+        """The evidence read through code that may fail (each key absent then): :class:`Snapshot`."""
         evidence: Dict[str, Any] = {}
-        try:
-            sites = {probe.patch: probe.sites.top() for probe in self._probes}
-            evidence["sites"] = {patch: rows for patch, rows in sites.items() if rows}
-        except Exception:
-            pass
-        for key, read in (("collection", self._collection.to_dict), ("heap", heap)):
+        for key, read in (("sites", self._sites), ("collection", self._collection.to_dict), ("heap", heap)):
             try:
                 evidence[key] = read()
             except Exception:
                 pass
-        evidence["heap_samples"] = [list(sample) for sample in self._heap_samples]
+        return evidence
+
+    def _sites(self) -> Dict[str, List[list]]:
+        sites = {probe.patch: probe.sites.top() for probe in self._probes}
+        return {patch: rows for patch, rows in sites.items() if rows}
+
+    def _retained(self) -> Dict[str, float]:
+        """Bytes per unit, measured here where the probe can tell."""
         retained: Dict[str, float] = {}
-        for probe in self._probes:  # bytes per unit, measured here where the probe can tell
+        for probe in self._probes:
             try:
                 size = probe.unit_bytes_here()
             except Exception:
                 continue
             if size is not None:
                 retained[probe.patch] = round(float(size), 1)
-        evidence["retained"] = retained
-        evidence.update(self._models.to_dict())
-        if self._models.failed:
-            evidence["evidence_failed"] = dict(self._models.failed)
-        return evidence
+        return retained
 
     def _applied(self) -> List[str]:
         """The patches applied now: read at each snapshot, since under the bootstrap this
@@ -284,8 +265,8 @@ class Diagnosis:
         except Exception:
             return []
 
-    def report(self) -> Any:
-        """A :class:`tf_patches.diagnosis.report.DiagnosisReport` of what was seen so far."""
+    def report(self) -> "DiagnosisReport":
+        """What was seen so far."""
         from .report import DiagnosisReport
 
         if not self._stopped:
@@ -296,7 +277,7 @@ class Diagnosis:
         if not self._write_to or self._armed_at is None:  # a process without TF leaves no file
             return
         try:  # whole or not at all: diagnose reads it back (a temporary per write: threads write too)
-            files.write_atomically(self._write_to, json.dumps(self.snapshot()), durable=False)
+            files.write_atomically(self._write_to, json.dumps(self.snapshot().to_dict()), durable=False)
         except Exception:
             pass  # the command's folder went away: the program must run on
 

@@ -30,11 +30,3 @@ def signature_of(name: str) -> Signature:
     return Signature(unit=f"counts of {name}'s signature (registered in the diagnosed process)",
                      unit_bytes=by_minor({}, None), floor=0, fix="see the patch that counts it", patch=name)
 
-
-def __getattr__(name: str) -> object:
-    # 0.2 names, read from the registry now.
-    if name == "BY_PATCH":
-        return known()
-    if name == "SIGNATURES":
-        return tuple(known().values())
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

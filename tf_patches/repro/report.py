@@ -67,7 +67,7 @@ class ReproReport:
     def fixes(self) -> Tuple[List[str], List[str]]:
         """The causes with a fix tf-patches can apply, and the union of their run flags, in order,
         each option once (what ``--verify`` applies)."""
-        from ..diagnosis.command import union_flags  # diagnose --verify joins its fixes' flags alike
+        from ..diagnosis.verify import union_flags  # diagnose --verify joins its fixes' flags alike
 
         fixing = [cause for cause in self.causes if cause.run_flags]
         names = list(dict.fromkeys(cause.name for cause in fixing))
