@@ -232,22 +232,25 @@ def test_no_fix_run(reports, name, returncode, received, note):
     report = copy.deepcopy(reports[name])
     signals = processes.Signals()
     signals.received.extend(received)
-    verify.verify(report, _args(), ["true"], returncode, signals, _no_rerun, print)
+    verify.verify(report, _args(), ["true"], returncode, signals, print, _no_rerun)
     assert report.notes == [note] and report.verification is None
 
 
 def test_a_fix_run_that_cannot_start_is_said(reports):
     report = copy.deepcopy(reports["leaky"])
-    verify.verify(report, _args(), ["x"], 0, processes.Signals(), lambda args: 127, print)
+    verify.verify(report, _args(), ["x"], 0, processes.Signals(), print, lambda args: 127)
     assert report.verification.exit_status == 127 and report.verification.removed_bytes is None
     assert report.notes == ["not verified: the fix run could not start (exit status 127)"]
     assert verification_text(report.verification) == ""  # the report says nothing of a run never made
+    lost = copy.deepcopy(reports["leaky"])  # a fix run whose report could not be made
+    verify.verify(lost, _args(), ["x"], 0, processes.Signals(), print, lambda args: (0, None))
+    assert lost.notes == ["not verified: no report of the fix run"] and verification_text(lost.verification) == ""
 
 
 def test_the_fix_run_is_compared_with_the_first(reports):
     # The clean program's report as the fix run's: what the fixes removed, what still fires.
     report, fixed = copy.deepcopy(reports["leaky"]), reports["clean"]
-    verify.verify(report, _args(), ["x"], 0, processes.Signals(), lambda args: (0, fixed), print)
+    verify.verify(report, _args(), ["x"], 0, processes.Signals(), print, lambda args: (0, fixed))
     verification = report.verification
     assert verification.removed_bytes == report.growth_bytes - fixed.growth_bytes
     assert verification.growth_bytes == fixed.growth_bytes and verification.leaks_left == []
@@ -256,7 +259,7 @@ def test_the_fix_run_is_compared_with_the_first(reports):
     assert "Verified (--verify): with " in str(report) and report.to_dict()["verification"]["fixes"] == \
         verification.fixes
     again = copy.deepcopy(reports["leaky"])  # a fix that did not remove its leak is named
-    verify.verify(again, _args(), ["x"], 0, processes.Signals(), lambda args: (0, reports["leaky"]), print)
+    verify.verify(again, _args(), ["x"], 0, processes.Signals(), print, lambda args: (0, reports["leaky"]))
     assert sorted(again.verification.leaks_left) == [GRAPH, SEED] and again.verification.removed_bytes == 0
 
 
@@ -266,8 +269,8 @@ def test_a_fix_run_without_tensorflow_compares_with_nothing(reports, tmp_path, m
     marker = tmp_path / "ran"
     report, signals = copy.deepcopy(reports["leaky"]), processes.Signals()
     command = ["sh", "-c", f"echo $TF_PATCHES_ONLY > {marker}; exit 5"]
-    verify.verify(report, _args(), command, 0, signals, diagnose_command._fix_run(_args(), command, signals, 0.2),
-                  print)
+    verify.verify(report, _args(), command, 0, signals, print,
+                  lambda fixed: diagnose_command._diagnosed(command, fixed, signals, 0.2))
     assert marker.read_text().strip() == ""  # the patches on: no TF_PATCHES_ONLY=none
     assert report.verification.exit_status == 5 and report.verification.removed_bytes is None
     assert "--verify: no process of the fix run imported TensorFlow: nothing to compare" in report.notes

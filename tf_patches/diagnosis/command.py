@@ -43,7 +43,7 @@ from ..isolation import processes
 from . import sampler as diagnosis
 from .report import DiagnosisReport
 from .snapshot import read_all
-from .verify import Rerun, verify
+from .verify import verify
 
 HELP = "run a command (patches off unless asked) and say which known TensorFlow leak it has"
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")  # during the --verify run: we die by it too
@@ -82,21 +82,16 @@ def run(args: argparse.Namespace) -> int:
         _say(problem)
         return 2
     interval = args.interval or diagnosis.DEFAULT_INTERVAL
-    directory = tempfile.mkdtemp(prefix="tf-patches-diagnose-")
-    try:
+    with processes.Signals() as signals:
         try:
-            env = _child_environment(args, directory, interval)
+            started = _diagnosed(command, args, signals, interval)
         except allocator.AllocatorNotFound as exc:
             _say(f"--malloc {args.malloc}: {exc}")
             return autoapply.EXIT_FAILED
-        with processes.Signals() as signals:
-            started = _run_once(command, env, directory, interval, signals, args.interval is not None)
-            if isinstance(started, int):
-                return started
-            returncode, samples = started
-            written, stopped_by = _report_at_exit(args, directory, command, returncode, samples, signals, interval)
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
+        if isinstance(started, int):
+            return started
+        returncode, report = started
+        written, stopped_by = _report_at_exit(args, report, command, returncode, signals, interval)
     if stopped_by is not None:  # a Ctrl-C or SIGTERM during the --verify run: die by it, as during the first
         return processes.exit_like(-stopped_by)
     status = processes.exit_like(returncode)
@@ -186,24 +181,42 @@ def _report(directory: str, command: Sequence[str], status: Optional[int], sampl
     return report
 
 
-def _report_at_exit(args: argparse.Namespace, directory: str, command: Sequence[str], returncode: int,
-                    samples: Sequence[Sample], signals: Optional[processes.Signals] = None,
-                    interval: float = diagnosis.DEFAULT_INTERVAL) -> Tuple[bool, Optional[int]]:
-    """The report (after the ``--verify`` run, when asked), whatever goes wrong in it: the
-    command's exit status must still come out. Returns whether the --output file (if any) was
-    written, and the signal that stopped the ``--verify`` run (SIGINT, SIGTERM, SIGHUP, SIGQUIT
-    arriving then: this process dies by it after the report, as it would during the first run)."""
-    signals = signals or processes.Signals()
+def _diagnosed(command: Sequence[str], args: argparse.Namespace, signals: processes.Signals, interval: float,
+               title: str = "the command still runs") -> Union[int, Tuple[int, Optional[DiagnosisReport]]]:
+    """The command run once with ``args``, diagnosed: its return code and report (None, said, where
+    making it failed: the exit status must still come out), or the exit status of a command that
+    could not start."""
+    directory = tempfile.mkdtemp(prefix="tf-patches-diagnose-")
     try:
-        report = _report(directory, command, processes.shell_status(returncode), samples, returncode)
-    except Exception as exc:
-        _say(f"no report: {type(exc).__name__}: {exc}")
+        env = _child_environment(args, directory, interval)
+        signals.between()  # the --verify run's: what arrived since the first run ended goes to it
+        started = _run_once(command, env, directory, interval, signals, args.interval is not None, title)
+        if isinstance(started, int):
+            return started
+        returncode, samples = started
+        try:
+            return returncode, _report(directory, command, processes.shell_status(returncode), samples, returncode)
+        except Exception as exc:
+            _say(f"no report: {type(exc).__name__}: {exc}")
+            return returncode, None
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _report_at_exit(args: argparse.Namespace, report: Optional[DiagnosisReport], command: Sequence[str],
+                    returncode: int, signals: processes.Signals, interval: float) -> Tuple[bool, Optional[int]]:
+    """The report, after the ``--verify`` run when asked, whatever goes wrong in it. Returns
+    whether the --output file (if any) was written, and the signal that stopped the ``--verify``
+    run (SIGINT, SIGTERM, SIGHUP, SIGQUIT arriving then: this process dies by it after the report,
+    as it would during the first run)."""
+    if report is None:
         return True, None
     stopped_by: Optional[int] = None
     if args.verify:
         before = len(signals.received)  # any: no fix run (a note says so)
         try:
-            verify(report, args, command, returncode, signals, _fix_run(args, command, signals, interval), _say)
+            verify(report, args, command, returncode, signals, _say,
+                   lambda fixed: _diagnosed(command, fixed, signals, interval, "the --verify run still runs"))
         except Exception as exc:  # the first run's report still comes out
             report.notes.append(f"not verified: {type(exc).__name__}: {exc}")
         stopped_by = next((number for number in signals.received[before:]
@@ -213,26 +226,6 @@ def _report_at_exit(args: argparse.Namespace, directory: str, command: Sequence[
     except Exception as exc:
         _say(f"no report: {type(exc).__name__}: {exc}")
         return True, stopped_by
-
-
-def _fix_run(args: argparse.Namespace, command: Sequence[str], signals: processes.Signals, interval: float) -> Rerun:
-    """``--verify``'s second run (:mod:`.verify`): the command with the fixes' arguments, diagnosed."""
-
-    def rerun(fixed: argparse.Namespace) -> Union[int, Tuple[int, DiagnosisReport]]:
-        directory = tempfile.mkdtemp(prefix="tf-patches-verify-")
-        try:
-            env = _child_environment(fixed, directory, interval)
-            signals.between()
-            started = _run_once(command, env, directory, interval, signals, args.interval is not None,
-                                "the --verify run still runs")
-            if isinstance(started, int):
-                return started
-            returncode, samples = started
-            return returncode, _report(directory, command, processes.shell_status(returncode), samples, returncode)
-        finally:
-            shutil.rmtree(directory, ignore_errors=True)
-
-    return rerun
 
 
 def _say(message: str) -> None:

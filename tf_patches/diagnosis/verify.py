@@ -11,7 +11,7 @@ decides, and compares the two reports.
 from __future__ import annotations
 
 import argparse
-from typing import Callable, Iterable, List, Sequence, Tuple, Union
+from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
 
 from ..autoapply import run as autoapply
 from ..isolation.processes import Signals, shell_status, signal_name
@@ -19,9 +19,9 @@ from .analysis import Verification, joined
 from .report import DiagnosisReport
 from .signatures import signature_of
 
-# Runs the command with these arguments, diagnosed: its return code and report, or the exit
-# status of a command that could not start.
-Rerun = Callable[[argparse.Namespace], Union[int, Tuple[int, DiagnosisReport]]]
+# Runs the command with these arguments, diagnosed: its return code and report (None: it could not
+# be made), or the exit status of a command that could not start.
+Rerun = Callable[[argparse.Namespace], Union[int, Tuple[int, Optional[DiagnosisReport]]]]
 
 
 def fixes_of(report: DiagnosisReport) -> Tuple[List[str], List[str]]:
@@ -59,7 +59,7 @@ def fix_arguments(args: argparse.Namespace, flags: Sequence[str]) -> argparse.Na
 
 
 def verify(report: DiagnosisReport, args: argparse.Namespace, command: Sequence[str], returncode: int,
-           signals: Signals, rerun: Rerun, say: Callable[[str], None]) -> None:
+           signals: Signals, say: Callable[[str], None], rerun: Rerun) -> None:
     """Run the command again with the named fixes (``rerun``) and set ``report.verification``;
     where there is nothing to verify, or no way to, a note says why."""
     notes = report.notes
@@ -82,7 +82,10 @@ def verify(report: DiagnosisReport, args: argparse.Namespace, command: Sequence[
         notes.append(f"not verified: the fix run could not start (exit status {started})")
         return
     fix_returncode, rerun_report = started
-    compare(report, verification, rerun_report, returncode, fix_returncode)
+    if rerun_report is None:
+        notes.append("not verified: no report of the fix run")
+    else:
+        compare(report, verification, rerun_report, returncode, fix_returncode)
 
 
 def compare(report: DiagnosisReport, verification: Verification, rerun: DiagnosisReport, returncode: int,
