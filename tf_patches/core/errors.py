@@ -15,6 +15,8 @@ class _Logger:
     __slots__ = ()
 
     def __getattr__(self, name: str) -> object:
+        if name.startswith("__"):  # getattr(logger, "__name__") and friends: no reason to import
+            raise AttributeError(name)
         import logging
 
         return getattr(logging.getLogger("tf_patches"), name)

@@ -14,8 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-KIB = 1024
-_MIB = 1024 * KIB
+from .units import KIB, MIB as _MIB
 
 Progress = Callable[[int, int], None]
 

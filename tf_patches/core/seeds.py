@@ -18,7 +18,6 @@ an image or a CI step, naming some other process, is ignored.
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import operator
 import os
@@ -62,6 +61,8 @@ def derive_seed(seed: int, *identity: object) -> int:
     parts = tuple(part if isinstance(part, str) else _whole(part, "an identity part must be an int or a str")
                   for part in identity)
     text = repr((seed, *parts)).encode()
+    import hashlib  # here: apply_all() before `import tensorflow` need not pay its 2 ms
+
     digest = hashlib.blake2b(text, digest_size=8, person=b"tf-patches-seed").digest()
     return int.from_bytes(digest, "little") % (MAX_SEED + 1)
 

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
-from ..core.memory import KIB
+from ..core.units import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, attribute_after, by_minor
 from ._py_funcs import release_from_graph
 

@@ -37,7 +37,7 @@ from ..core.context import PatchContext, tf_module
 from ..core.environment import Environment
 from ..core.errors import TfPatchesWarning
 from ..core.gate import Gate
-from ..core.memory import KIB
+from ..core.units import KIB
 from ..core.options import Option, choice
 from ..core.frames import LIBRARY_PACKAGES, package_dirs
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor

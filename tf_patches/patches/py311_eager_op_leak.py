@@ -14,7 +14,7 @@ from ..core.canary import Finding, per_1000
 from ..core.context import tf_module
 from ..core.environment import Environment
 from ..core.gate import Gate
-from ..core.memory import KIB
+from ..core.units import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "py311_eager_op_leak"

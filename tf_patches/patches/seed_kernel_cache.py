@@ -24,7 +24,6 @@ from ``tensorflow/core/ops/random_ops.cc`` and ``stateless_random_ops_v2.cc``.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from array import array
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -32,7 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
-from ..core.memory import KIB
+from ..core.units import KIB
 from ..core.options import Option, choice
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, attribute_after, by_minor
 
@@ -439,6 +438,8 @@ class _KindSeeds:
 def _derive(op: str, key: tuple) -> int:
     """A 31-bit seed2 from the kind's description: the same in every process and on every
     Python (repr of ints, strings and dtype names; never ids or Python's salted hash)."""
+    import hashlib  # here: apply_all() before `import tensorflow` need not pay its 2 ms
+
     digest = hashlib.blake2b(repr((op, key)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") % (_MAXINT31 - 1) + 1  # never 0: (0, 0) means "unseeded"
 
