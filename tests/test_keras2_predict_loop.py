@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import tf_patches
+from tf_patches.core import keras as keras_reader
 from tf_patches.core.environment import detect
 from tf_patches.patches import keras2_predict_loop as patch
 
@@ -71,7 +72,7 @@ def test_the_keras_in_use_decides_from_tf_2_16(tf, monkeypatch):
         monkeypatch.setenv("TF_USE_LEGACY_KERAS", value)
         assert patch.keras_in_use("2.21.0")[0] == "keras"
     monkeypatch.setenv("TF_USE_LEGACY_KERAS", "1")
-    monkeypatch.setattr(patch, "_TF_KERAS_DISTRIBUTIONS", ("no-such-tf-keras",))
+    monkeypatch.setattr(keras_reader, "TF_KERAS_DISTRIBUTIONS", ("no-such-tf-keras",))  # tf_keras absent
     row = tf_patches.apply_all(only=[NAME], env=injected)[NAME]
     assert row.status == "skipped" and row.reason.startswith("TF_USE_LEGACY_KERAS asks for tf_keras, "
                                                              "which is not installed"), row

@@ -51,9 +51,9 @@ from ..core import importhook
 from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.errors import logger
-from ..core.environment import Environment, installed_distribution
+from ..core.environment import Environment
 from ..core.gate import Gate, parse_version
-from ..core.keras import KERAS_DISTRIBUTIONS, TF_KERAS_DISTRIBUTIONS, legacy_switch
+from ..core.keras import keras_in_use, keras_version
 from ..core.keras import keras_is_separate as _keras_is_separate
 from ..core.memory import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
@@ -61,9 +61,7 @@ from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_mi
 NAME = "keras2_predict_loop"
 TITLE = "Keras 2 predict() in a loop: one in-memory batch without the leaking tf.data pipeline"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/58676"
-PUBLIC = (  # what tests, benchmarks and other patches import from here
-    "keras_version", "keras_in_use", "adapter_module", "single_batch",
-)
+PUBLIC = ("adapter_module", "single_batch")  # what tests, benchmarks and other patches import from here
 # Keras 2 as its own package (tf.keras from TF 2.6); TF 2.15 (Keras 2.15, growth small: issue 9,
 # not measured for speed) is left out; from TF 2.16 the precondition decides by the Keras in use.
 GATE = Gate(versions=">=2.6,!=2.15.*")
@@ -71,25 +69,9 @@ GATE = Gate(versions=">=2.6,!=2.15.*")
 # Where tf.keras's data adapters live, by package: Keras 2.13–2.15, then 2.6–2.12; tf-keras 2.16–2.21.
 _ADAPTER_MODULES = {"keras": ("keras.src.engine.data_adapter", "keras.engine.data_adapter"),
                     "tf_keras": ("tf_keras.src.engine.data_adapter",)}
-_KERAS_DISTRIBUTIONS = KERAS_DISTRIBUTIONS  # module names, so tests can narrow them
-_TF_KERAS_DISTRIBUTIONS = TF_KERAS_DISTRIBUTIONS
 _DEFAULT_BATCH_SIZE = 32  # TensorLikeDataAdapter's default when neither batch_size nor steps is given
 _ADAPTER_PARAMETERS = ("x", "y", "sample_weights", "sample_weight_modes", "batch_size", "epochs",
                        "steps", "shuffle")
-
-
-def keras_version() -> Optional[str]:
-    """The installed ``keras`` package's version, without importing it; None if absent."""
-    return installed_distribution("keras", _KERAS_DISTRIBUTIONS)[1]
-
-
-def keras_in_use(tf_version: Optional[str]) -> Tuple[str, Optional[str]]:
-    """``(package, version)`` of the Keras that ``tf.keras`` resolves to on TF ``tf_version``,
-    without importing it (version None: not installed). TF < 2.16 bundles the ``keras`` package;
-    from 2.16 TF's loader takes ``tf_keras`` under the legacy switch, else ``keras``."""
-    if _keras_is_separate(tf_version) and legacy_switch():
-        return "tf_keras", installed_distribution("tf_keras", _TF_KERAS_DISTRIBUTIONS)[1]
-    return "keras", keras_version()
 
 
 def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
