@@ -108,3 +108,42 @@ def test_unhooked_imports_go_their_usual_way():
     """)
     assert result["finders"][0] == "_Finder"
     assert result["loader"] == "SourceFileLoader"
+
+
+def test_when_loaded_runs_now_or_once_a_package_still_importing_loads_it(make_module, tmp_path, caplog):
+    """A module loaded: the hook runs now, and what it raises reaches the caller. A package still
+    importing (the hook asked for from inside its own import): the hook waits for the first of the
+    names not imported yet; there, a failure is a warning, never the user's failed import."""
+    import logging
+
+    loaded = make_module("loaded_already", "VALUE = 1\n")
+    importlib.import_module(loaded)
+    seen = []
+    assert importhook.when_loaded([loaded], lambda module: seen.append(module.VALUE), "test") is None
+    assert seen == [1]
+    with pytest.raises(KeyError):
+        importhook.when_loaded([loaded], lambda module: {}["boom"], "test")
+
+    for package, hook in (("waiting_package", "SEEN.append(module.__name__)"), ("failing_package", "{}['boom']")):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "sub.py").write_text("VALUE = 2\n")
+        (tmp_path / package / "__init__.py").write_text(
+            "from tf_patches.core import importhook\n"
+            "SEEN = []\n"
+            "def hook(module):\n"
+            f"    {hook}\n"
+            f"CANCEL = importhook.when_loaded([__name__, __name__ + '.sub'], hook, 'the test hook')\n"
+            "from . import sub\n")
+        importlib.invalidate_caches()
+        try:
+            with caplog.at_level(logging.WARNING, logger="tf_patches"):
+                module = importlib.import_module(package)  # a failing hook does not fail the import
+            assert module.CANCEL is not None
+            if package == "waiting_package":
+                assert module.SEEN == ["waiting_package.sub"]
+            else:
+                assert "the test hook failed once failing_package.sub loaded (KeyError: 'boom')" in caplog.text
+        finally:
+            for name in (package, package + ".sub"):
+                sys.modules.pop(name, None)
+                importhook._after.pop(name, None)

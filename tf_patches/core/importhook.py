@@ -96,6 +96,33 @@ def after_first_import(names: "Iterable[str]", hook: "Callable[[ModuleType], Non
     return cancel_all
 
 
+def when_loaded(names: "Iterable[str]", hook: "Callable[[ModuleType], None]", what: str) -> "Optional[Callable[[], None]]":
+    """``hook(module)`` with the first of ``names`` that is loaded: now, where one is in
+    ``sys.modules`` and done initialising (what it raises reaches the caller); else once the first
+    of those not imported yet finishes importing (a package still importing: ``import keras``
+    first finishes TF's import, and so a patch's install, inside Keras's own, before the module the
+    patch needs is loaded). From the import hook, an exception is logged as a warning naming
+    ``what``, never raised into the user's import. Returns what cancels a hook not run yet (None:
+    it ran now)."""
+    names = tuple(names)
+    for name in names:
+        module = sys.modules.get(name)
+        if module is not None and not initializing(name):
+            hook(module)
+            return None
+
+    def logged(module: "ModuleType") -> None:
+        try:
+            hook(module)
+        except Exception as exc:  # an import hook must never break the user's import
+            from .errors import logger  # on failure only: the bootstrap imports this module
+
+            logger.warning("tf-patches: %s failed once %s loaded (%s: %s); left as it is",
+                           what, getattr(module, "__name__", module), type(exc).__name__, exc)
+
+    return after_first_import(names, logged)
+
+
 def cancel(name: str, hook: "Callable[..., Any]") -> None:
     """Forget a hook not yet run (wrapt cannot)."""
     with _lock:
