@@ -43,7 +43,6 @@ class SteadyState:
 class Estimate:
     """One signature's explained bytes, summed over the processes that made its units."""
 
-    count: int = 0
     explained: float = 0.0  # bytes, each process's share capped by what that process grew
     low: float = 0.0  # the estimates there are, lowest and highest
     high: float = 0.0
@@ -60,7 +59,6 @@ class Estimate:
         """One process's share (never more than the process grew)."""
         ceiling = max(0.0, figures.growth)
         sizes = [value for value in (size.bytes, size.lab, size.fitted) if value is not None]
-        self.count += count
         self.explained += min(ceiling, count * size.bytes) if size.bytes is not None else 0.0
         if sizes:
             self.low += 0.0 if size.confidence == "low" else min(ceiling, count * min(sizes))
@@ -176,7 +174,7 @@ class Findings:
         series = [(t - start, rss) for t, rss in tree] if tree else _summed(armed, start)
         steady = _steady(per_process, start)
         version = (armed[0].tf_version if armed else None) or ""
-        leaks, seen, below = totals.named(start, end, steady, command, version, armed)
+        leaks, seen = totals.named(start, end, steady, command, version, armed)
         growth = sum(figures.growth for figures in per_process)
         explained = sum(leak.explained_bytes for leak in leaks)
         if steady is not None:
@@ -193,7 +191,7 @@ class Findings:
             rss_start_bytes=totals.first_rss if armed else None, rss_end_bytes=totals.last_rss if armed else None,
             rss_peak_bytes=max((rss for _, rss in series), default=None), growth_bytes=int(growth),
             slope_bytes_per_s=round(slope, 1), leaks=leaks, unexplained_bytes=int(growth - explained),
-            below_floor=below, conditions=_unique_conditions(armed),
+            below_floor={item.patch: item.count for item in seen}, conditions=_unique_conditions(armed),
             patched=sorted({name for snap in armed for name in snap.patched}), notes=_notes(snapshots, armed, command),
             rss_samples=[(round(t, 3), int(rss)) for t, rss in series], verdict=verdict,
             setup_growth_bytes=int(sum(figures.setup_growth for figures in per_process)), steady=steady, seen=seen,
@@ -235,7 +233,7 @@ class _Totals:
             fit = figures.fits.get(name)
             if fit is None and figures.steady_from is None and len(samples) > 2:
                 fit = whole_run_fit(samples, index, labs)
-            size = unit_size(labs[index], _per_unit(snap.retained.get(name)), fit)
+            size = unit_size(labs[index], snap.retained.get(name), fit)
             self.estimates.setdefault(name, Estimate()).add(count, size, figures, name)
             if count > signature_of(name).floor:
                 chosen[name] = size.bytes
@@ -245,16 +243,14 @@ class _Totals:
         return figures
 
     def named(self, start: float, end: float, steady: Optional[SteadyState], command: Optional[List[str]],
-              version: str, armed: Sequence[Snapshot]) -> Tuple[List[Leak], List[Seen], Dict[str, int]]:
-        """The leaks (most explained first), the signatures seen below their floor, and their counts."""
+              version: str, armed: Sequence[Snapshot]) -> Tuple[List[Leak], List[Seen]]:
+        """The leaks (most explained first), and the signatures seen at or below their floor."""
         leaks: List[Leak] = []
         seen: List[Seen] = []
-        below: Dict[str, int] = {}
         for name, count in self.counts.items():
             signature, estimate = signature_of(name), self.estimates.get(name, Estimate())
             if count <= signature.floor:
                 if count:
-                    below[name] = count
                     seen.append(_seen(signature, count, estimate, version))
                 continue
             onset = self.onsets.get(name)
@@ -262,12 +258,7 @@ class _Totals:
             leaks.append(_leak(signature, count, span, estimate, steady, None if onset is None else onset - start,
                                command, sum_sites(armed, name)))
         leaks.sort(key=lambda leak: -leak.explained_bytes)
-        return leaks, seen, below
-
-
-def _per_unit(value: Any) -> Optional[float]:
-    """A probe's in-process size of one unit (snapshot ``retained``), where it measured one."""
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value >= 0 else None
+        return leaks, seen
 
 
 def _steady(per_process: Sequence[ProcessFigures], start: float) -> Optional[SteadyState]:
@@ -292,9 +283,8 @@ def _issue(signature: Signature) -> Tuple[str, bool]:
 
 def _seen(signature: Signature, count: int, estimate: Estimate, version: str) -> Seen:
     # The unit's own size where measured here (explained is capped by the growth), else the lab's.
-    size = estimate.size if estimate.kind == "measured here" else None
-    if size is None:
-        size = signature.unit_bytes(version)
+    measured = estimate.kind == "measured here" and estimate.size is not None
+    size = estimate.size if measured else signature.unit_bytes(version)
     return Seen(patch=signature.patch, name=signature.name or signature.unit, count=count,
                 unit_bytes=None if size is None else round(float(size), 1),
                 per_1000_bytes=None if size is None else round(1000.0 * size), issue=_issue(signature)[0])

@@ -229,12 +229,8 @@ def sum_sites(snapshots: Sequence[Snapshot], name: str, most: int = 3) -> List[L
     frequent first: ``[file, line, function, count]``."""
     totals: Dict[Tuple[Any, Any, Any], int] = {}
     for snap in snapshots:
-        for site in snap.sites.get(name, ()):
-            try:
-                key, count = (site[0], site[1], site[2]), int(site[3])
-            except (IndexError, TypeError, ValueError):
-                continue
-            totals[key] = totals.get(key, 0) + count
+        for path, number, function, count in snap.sites.get(name, ()):
+            totals[(path, number, function)] = totals.get((path, number, function), 0) + count
     ranked = sorted(totals.items(), key=lambda item: -item[1])[:most]
     return [[*key, count] for key, count in ranked]
 

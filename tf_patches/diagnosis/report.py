@@ -28,12 +28,11 @@ class DiagnosisReport(Findings):
         return data
 
     def __str__(self) -> str:
-        lines = []
         what = f"`{joined(self.command)}`" if self.command else "this program"
         if self.processes == 0:
             status = "" if self.exit_status is None else f" (exit status {self.exit_status})"
-            lines.append(f"tf-patches diagnose: {what}{status}: " + "; ".join(self.notes))
-            return "\n".join(lines)
+            return f"tf-patches diagnose: {what}{status}: " + "; ".join(self.notes)
+        lines = []
         processes = "1 process" if self.processes == 1 else f"{self.processes} processes"
         lines.append(f"tf-patches diagnose: {what}, {processes} with TensorFlow {self.tf_version}, "
                      f"{self.duration_s:.1f} s" + ("" if self.exit_status is None else f", exit status {self.exit_status}"))
@@ -178,12 +177,11 @@ def verification_text(verification: Optional[Verification], leaks: Sequence[Leak
     removed, growth = verification.removed_bytes, verification.growth_bytes
     first = removed + growth
     share = f" ({removed / first:.0%} of the growth)" if first > 0 else ""
-    fixes = verification.fixes
-    explained = sum(leak.explained_bytes for leak in leaks if leak.patch in fixes)
-    left = verification.leaks_left
-    return (f"Verified (--verify): with {', '.join(fixes)} fixed the command grew "
+    explained = sum(leak.explained_bytes for leak in leaks if leak.patch in verification.fixes)
+    return (f"Verified (--verify): with {', '.join(verification.fixes)} fixed the command grew "
             f"{format_size(growth, signed=True)}, against {format_size(first, signed=True)}: the fixes removed "
             f"{format_size(removed, signed=True)}{share}, where the report explained ≈{format_size(explained)}. "
-            + (f"Still firing: {', '.join(left)}." if left else "No named leak fired again."))
+            + (f"Still firing: {', '.join(verification.leaks_left)}." if verification.leaks_left
+               else "No named leak fired again."))
 
 

@@ -22,6 +22,7 @@ import os
 import sys
 import threading
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from ..core import files, importhook
@@ -67,18 +68,12 @@ class Diagnosis:
         self._probes: List[Any] = []
         self._floors: Dict[str, int] = {}  # counts up to this are set-up (the signature's floor)
         self._base: List[int] = []
-        self._samples: List[list] = []
-        self._heap_samples: List[list] = []  # [time, heap in use, heap held] beside each sample
         self._collection = CollectionWatch()
         self._models = KerasModels()
-        self._onsets: Dict[str, float] = {}
-        self._skipped: Dict[str, str] = {}
-        self._failed: Dict[str, str] = {}
-        self._conditions: List[Dict[str, str]] = []
-        self._tf_version: Optional[str] = None
-        self._distribution: Optional[str] = None
+        # What was seen so far; snapshot() adds the pid, the probes' and the evidence's figures.
+        self._seen = Snapshot(pid=0, tf_version=None, signatures=[], samples=[], argv=list(sys.argv),
+                              python=sys.version.split()[0], started=round(time.time(), 3), interval=self.interval)
         self._armed_at: Optional[float] = None
-        self._started_at = time.time()
         self._stopped = False
         self._hooked = False
 
@@ -124,7 +119,7 @@ class Diagnosis:
         try:
             self._arm_probes(module)
         except Exception as exc:
-            self._failed["diagnosis"] = f"{type(exc).__name__}: {exc}"
+            self._seen.failed["diagnosis"] = f"{type(exc).__name__}: {exc}"
         with self._lock:
             if self._stopped or self._armed_at is not None:
                 return
@@ -143,7 +138,7 @@ class Diagnosis:
         env = engine.assumed_or_detected()
         if not env.complete:  # one assumed (TF_PATCHES_ASSUME) says it all, as apply_all() takes it
             env = complete(env, module)
-        self._tf_version, self._distribution = env.version, env.distribution
+        self._seen.tf_version, self._seen.distribution = env.version, env.distribution
         defaults = {option.name: option.default for option in registry.all_options()}
         defaults[DIAGNOSING] = True  # a signature without a patch arms only here (patches/retracing.py)
         installer = Installer()
@@ -152,11 +147,11 @@ class Diagnosis:
         for spec in registry.specs():
             verdict, reason = spec.check(env, defaults)
             if verdict is False:
-                self._skipped[spec.name] = reason or "not relevant here"
+                self._seen.skipped[spec.name] = reason or "not relevant here"
                 continue
             advice = spec.advise(env) if spec.advise is not None else ""
             if advice:  # an advisory with nothing to say before its signature fires adds no condition
-                self._conditions.append({"patch": spec.name, "title": spec.title,
+                self._seen.conditions.append({"patch": spec.name, "title": spec.title,
                                          "advice": advice, "issue": spec.issue_url})
             if spec.probe is None or spec.signature is None:
                 continue
@@ -166,7 +161,7 @@ class Diagnosis:
                 probe.sites = Sites(locate)
                 probe.install(installer, executions)
             except Exception as exc:  # a TF internal that moved: said in the report
-                self._failed[spec.name] = f"{type(exc).__name__}: {exc}"
+                self._seen.failed[spec.name] = f"{type(exc).__name__}: {exc}"
                 continue
             self._probes.append(probe)
             self._floors[spec.name] = spec.signature.floor
@@ -175,8 +170,8 @@ class Diagnosis:
         except Exception as exc:
             for probe in self._probes:
                 if probe.watches_eager_ops:
-                    self._failed[probe.patch] = f"eager ops cannot be watched: {type(exc).__name__}: {exc}"
-            self._probes = [probe for probe in self._probes if probe.patch not in self._failed]
+                    self._seen.failed[probe.patch] = f"eager ops cannot be watched: {type(exc).__name__}: {exc}"
+            self._probes = [probe for probe in self._probes if probe.patch not in self._seen.failed]
         self._installer = installer
         self._models.install(installer)
 
@@ -206,52 +201,46 @@ class Diagnosis:
                 return
             now = time.time()
             counts = [self._count(probe) - base for probe, base in zip(self._probes, self._base)]
-            self._samples.append([round(now, 3), rss_bytes(), counts])
-            self._heap_samples.append([round(now, 3), *in_use_and_held()])
+            self._seen.samples.append([round(now, 3), rss_bytes(), counts])
+            self._seen.heap_samples.append([round(now, 3), *in_use_and_held()])
             for probe, count in zip(self._probes, counts):
-                if count > self._floors[probe.patch] and probe.patch not in self._onsets:
-                    self._onsets[probe.patch] = round(now, 3)
-            thin(self._samples)
-            thin(self._heap_samples)
+                if count > self._floors[probe.patch] and probe.patch not in self._seen.onsets:
+                    self._seen.onsets[probe.patch] = round(now, 3)
+            thin(self._seen.samples)
+            thin(self._seen.heap_samples)
 
     def snapshot(self) -> Snapshot:
         """This process's diagnosis so far (what a child writes for the command, as JSON)."""
         with self._lock:
-            return Snapshot(
-                pid=os.getpid(), argv=list(sys.argv), distribution=self._distribution, tf_version=self._tf_version,
-                python=sys.version.split()[0], started=round(self._started_at, 3),
-                armed=self._armed_at and round(self._armed_at, 3), interval=self.interval,
-                signatures=[probe.patch for probe in self._probes], samples=[list(sample) for sample in self._samples],
-                onsets=dict(self._onsets), skipped=dict(self._skipped), failed=dict(self._failed),
-                conditions=list(self._conditions), patched=self._applied(),
-                heap_samples=[list(sample) for sample in self._heap_samples], retained=self._retained(),
-                evidence_failed=dict(self._models.failed) or None, **self._models.to_dict(), **self._evidence())
+            seen = self._seen
+            return replace(seen, pid=os.getpid(), armed=self._armed_at and round(self._armed_at, 3),
+                           signatures=[probe.patch for probe in self._probes],
+                           samples=[list(sample) for sample in seen.samples], onsets=dict(seen.onsets),
+                           heap_samples=[list(sample) for sample in seen.heap_samples], skipped=dict(seen.skipped),
+                           failed=dict(seen.failed), conditions=list(seen.conditions), patched=self._applied(),
+                           evidence_failed=dict(self._models.failed) or None,
+                           **self._models.to_dict(), **self._evidence())
 
     def _evidence(self) -> Dict[str, Any]:
-        """The evidence read through code that may fail (each key absent then): :class:`Snapshot`."""
-        evidence: Dict[str, Any] = {}
+        """What is read through code that may fail: a key absent then, a probe's size absent."""
+        evidence: Dict[str, Any] = {"retained": {}}
         for key, read in (("sites", self._sites), ("collection", self._collection.to_dict), ("heap", heap)):
             try:
                 evidence[key] = read()
             except Exception:
                 pass
-        return evidence
-
-    def _sites(self) -> Dict[str, List[list]]:
-        sites = {probe.patch: probe.sites.top() for probe in self._probes}
-        return {patch: rows for patch, rows in sites.items() if rows}
-
-    def _retained(self) -> Dict[str, float]:
-        """Bytes per unit, measured here where the probe can tell."""
-        retained: Dict[str, float] = {}
-        for probe in self._probes:
+        for probe in self._probes:  # bytes per unit, measured here where the probe can tell
             try:
                 size = probe.unit_bytes_here()
             except Exception:
                 continue
             if size is not None:
-                retained[probe.patch] = round(float(size), 1)
-        return retained
+                evidence["retained"][probe.patch] = round(float(size), 1)
+        return evidence
+
+    def _sites(self) -> Dict[str, List[list]]:
+        sites = {probe.patch: probe.sites.top() for probe in self._probes}
+        return {patch: rows for patch, rows in sites.items() if rows}
 
     def _applied(self) -> List[str]:
         """The patches applied now: read at each snapshot, since under the bootstrap this
@@ -287,7 +276,7 @@ class Diagnosis:
             self._write_to = os.path.join(os.path.dirname(self._write_to), f"{os.getpid()}.json")
         self._lock = threading.RLock()
         self._stop = threading.Event()
-        self._samples, self._onsets, self._heap_samples = [], {}, []
+        self._seen.samples, self._seen.onsets, self._seen.heap_samples = [], {}, []
         for probe in self._probes:  # the evidence from now too: the parent's is the parent's
             probe.sites.reset()
         self._collection.reset()

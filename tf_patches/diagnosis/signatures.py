@@ -1,9 +1,7 @@
 """The leak signatures ``tf-patches diagnose`` knows: each registered patch's ``SIGNATURE`` and
 ``PROBE`` (declared in its module's ``# --- diagnose`` section), found through the registry, as
-``apply_all`` finds gates. A patch added with :func:`tf_patches.register` is diagnosed too.
-
-The machinery the probes use (:class:`~tf_patches.core.signature.Signature`, ``Installer``,
-``Probe``, ``EagerExecutions``) is the engine's: :mod:`tf_patches.core.signature`.
+``apply_all`` finds gates. A patch added with :func:`tf_patches.register` is diagnosed too. The
+machinery the probes use is the engine's: :mod:`tf_patches.core.signature`.
 """
 
 from __future__ import annotations
@@ -11,9 +9,7 @@ from __future__ import annotations
 from typing import Dict
 
 from ..core import registry
-from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
-
-__all__ = ["EagerExecutions", "Installer", "Probe", "Signature", "known", "signature_of"]
+from ..core.signature import Signature, by_minor
 
 
 def known() -> Dict[str, Signature]:
