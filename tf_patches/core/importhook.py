@@ -102,8 +102,9 @@ def when_loaded(names: "Iterable[str]", hook: "Callable[[ModuleType], None]", wh
     of those not imported yet finishes importing (a package still importing: ``import keras``
     first finishes TF's import, and so a patch's install, inside Keras's own, before the module the
     patch needs is loaded). From the import hook, an exception is logged as a warning naming
-    ``what``, never raised into the user's import. Returns what cancels a hook not run yet (None:
-    it ran now)."""
+    ``what``, never raised into the user's import; so it is where every one of ``names`` is still
+    importing (there is nothing to wait for: it runs now). Returns what cancels a hook not run yet
+    (None: it ran now)."""
     names = tuple(names)
     for name in names:
         module = sys.modules.get(name)
@@ -120,6 +121,9 @@ def when_loaded(names: "Iterable[str]", hook: "Callable[[ModuleType], None]", wh
             logger.warning("tf-patches: %s failed once %s loaded (%s: %s); left as it is",
                            what, getattr(module, "__name__", module), type(exc).__name__, exc)
 
+    if all(name in sys.modules for name in names):  # every one still importing: nothing to wait for
+        logged(sys.modules[names[0]])
+        return None
     return after_first_import(names, logged)
 
 
