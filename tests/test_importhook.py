@@ -124,7 +124,9 @@ def test_when_loaded_runs_now_or_once_a_package_still_importing_loads_it(make_mo
     with pytest.raises(KeyError):
         importhook.when_loaded([loaded], lambda module: {}["boom"], "test")
 
-    for package, hook in (("waiting_package", "SEEN.append(module.__name__)"), ("failing_package", "{}['boom']")):
+    for package, hook in (("waiting_package", "SEEN.append(module.__name__)"), ("failing_package", "{}['boom']"),
+                          ("itself_package", "SEEN.append(module.__name__)")):
+        names = "[__name__]" if package == "itself_package" else "[__name__, __name__ + '.sub']"
         (tmp_path / package).mkdir()
         (tmp_path / package / "sub.py").write_text("VALUE = 2\n")
         (tmp_path / package / "__init__.py").write_text(
@@ -132,12 +134,15 @@ def test_when_loaded_runs_now_or_once_a_package_still_importing_loads_it(make_mo
             "SEEN = []\n"
             "def hook(module):\n"
             f"    {hook}\n"
-            f"CANCEL = importhook.when_loaded([__name__, __name__ + '.sub'], hook, 'the test hook')\n"
+            f"CANCEL = importhook.when_loaded({names}, hook, 'the test hook')\n"
             "from . import sub\n")
         importlib.invalidate_caches()
         try:
             with caplog.at_level(logging.WARNING, logger="tf_patches"):
                 module = importlib.import_module(package)  # a failing hook does not fail the import
+            if package == "itself_package":  # only itself, still importing: nothing to wait for
+                assert module.CANCEL is None and module.SEEN == ["itself_package"]
+                continue
             assert module.CANCEL is not None
             if package == "waiting_package":
                 assert module.SEEN == ["waiting_package.sub"]
