@@ -39,13 +39,12 @@ import numbers
 import sys
 import weakref
 from types import ModuleType
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 from ..core.canary import Finding
 from ..core import importhook
 from ..core.context import PatchContext
 from ..core.environment import Environment
-from ..core.errors import logger
 from ..core.gate import Gate, parse_version
 from ..core.keras import keras_in_use
 from ..core.signature import EagerExecutions, Installer, Probe, Signature
@@ -87,33 +86,14 @@ def trainer_module() -> ModuleType:
     return importlib.import_module(_TRAINER)
 
 
-def _when_trainer_loaded(hook: Callable[[ModuleType], None], what: str) -> Optional[Callable[[], None]]:
-    """``hook(trainer)`` now if Keras's TensorFlow trainer is loaded, else once it is (a
-    program that imports ``keras`` first has TF's import finish inside Keras's own: the trainer
-    cannot be imported from there). Later, a hook that raises is logged, never the user's
-    ``import keras``. Returns what cancels a hook not yet run (None: it ran)."""
-    module = sys.modules.get(_TRAINER)
-    if module is not None and hasattr(module, "TFEpochIterator"):
-        hook(module)
-        return None
-
-    def later(loaded: ModuleType) -> None:
-        try:
-            hook(loaded)
-        except Exception as exc:
-            logger.warning("tf-patches: %s could not reach Keras 3's predict (%s: %s); left as it is",
-                           what, type(exc).__name__, exc)
-
-    importhook.after_import(_TRAINER, later)
-    return lambda: importhook.cancel(_TRAINER, later)
-
-
 def install(ctx: PatchContext) -> str:
     def hook(trainer: ModuleType) -> None:
         if ctx.active:
             _serve(ctx, trainer)
 
-    cancel = _when_trainer_loaded(hook, NAME)
+    # Now if Keras's TensorFlow trainer is loaded, else once it is (a program that imports keras
+    # first has TF's import finish inside Keras's own: the trainer cannot be imported from there).
+    cancel = importhook.when_loaded((_TRAINER,), hook, f"{NAME} (Keras 3's predict)")
     served = (f"{_TRAINER}.TensorFlowTrainer.predict: one in-memory batch (arrays or tensors, no steps or "
               "callbacks) runs the model's predict_function without an epoch iterator, the rest as before")
     if cancel is None:
@@ -249,7 +229,8 @@ class PredictPipelines(Probe):
         self._models: Any = weakref.WeakSet()  # models whose predict built a pipeline already
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
-        cancel = _when_trainer_loaded(lambda trainer: self._wrap(installer, trainer), f"diagnose's {NAME} probe")
+        cancel = importhook.when_loaded((_TRAINER,), lambda trainer: self._wrap(installer, trainer),
+                                        f"diagnose's {NAME} probe")
         if cancel is not None:
             installer.on_remove(cancel)
 
