@@ -45,12 +45,11 @@ import importlib
 import inspect
 import numbers
 from types import ModuleType
-from typing import Any, Mapping, Optional, Tuple
+from typing import Any, List, Mapping, Optional, Tuple
 
 from ..core import importhook
 from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
-from ..core.errors import logger
 from ..core.environment import Environment
 from ..core.gate import Gate, parse_version
 from ..core.keras import keras_in_use, keras_version
@@ -146,16 +145,18 @@ def install(ctx: PatchContext) -> str:
     if importhook.initializing(package):
         # `import tf_keras` first: TF's import, and so this install, finishes inside tf_keras's
         # own, before its data adapter loads (importing it from here is circular): serve it then.
-        def later(data_adapter: ModuleType) -> None:
-            if not ctx.active:
-                return
-            try:
-                _serve(ctx, data_adapter)
-            except Exception as exc:  # an import hook must never break the user's import
-                logger.warning("tf-patches: %s could not reach %s's predict (%s: %s); left as it is",
-                               NAME, package, type(exc).__name__, exc)
+        served: List[str] = []
 
-        ctx.on_revert(f"the {package} import hook", importhook.after_first_import(_ADAPTER_MODULES[package], later))
+        def later(data_adapter: ModuleType) -> None:
+            if ctx.active:
+                served.append(_serve(ctx, data_adapter))
+
+        cancel = importhook.when_loaded(_ADAPTER_MODULES[package], later, f"{NAME} ({package}'s predict)")
+        if cancel is None:  # it ran now: the data adapter was loaded already (or, importing, failed)
+            if not served:
+                raise RuntimeError(f"{package}'s data adapter is still importing: not served")
+            return served[0]
+        ctx.on_revert(f"the {package} import hook", cancel)
         return (f"{package} is importing: its TensorLikeDataAdapter will serve one in-memory batch "
                 "once loaded, the rest as before")
     data_adapter = adapter_module(tf.__version__)
