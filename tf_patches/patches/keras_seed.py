@@ -37,7 +37,7 @@ import random
 import sys
 import threading
 import weakref
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Tuple
 
 from ..core import importhook, seeds, traps
 from ..core.canary import Finding
@@ -191,21 +191,19 @@ def _install_or_wait(ctx: PatchContext, source: _DefaultSeeds, package: str) -> 
     keras3 = package == "keras" and (keras_version() or "").startswith("3")
     names = ((f"{package}.src.random.seed_generator",) if keras3
              else (f"{package}.src.backend", f"{package}.backend"))
-    cancel = importhook.after_first_import(names, _when_imported(ctx, source, package))
-    ctx.on_revert(f"the {package} import hook", cancel)
+    _when_loaded(ctx, source, package, names)
 
 
-def _when_imported(ctx: PatchContext, source: _DefaultSeeds, package: str) -> Callable:
+def _when_loaded(ctx: PatchContext, source: _DefaultSeeds, package: str, names: Tuple[str, ...]) -> None:
+    """Install once the first of ``names`` is loaded (a failure then is logged, never raised
+    into the user's ``import keras``)."""
     def hook(module: Any) -> None:
-        if not ctx.active:
-            return
-        try:
+        if ctx.active:
             _install_keras(ctx, source, package)
-        except Exception as exc:  # an import hook must never break the user's `import keras`
-            logger.warning("tf-patches: %s could not reach %s's default seeds (%s: %s); left as they are",
-                           NAME, package, type(exc).__name__, exc)
 
-    return hook
+    cancel = importhook.when_loaded(names, hook, f"{NAME} ({package}'s default seeds)")
+    if cancel is not None:
+        ctx.on_revert(f"the {package} import hook", cancel)
 
 
 _sources: "weakref.WeakKeyDictionary[PatchContext, _DefaultSeeds]" = weakref.WeakKeyDictionary()
@@ -228,9 +226,7 @@ def install(ctx: PatchContext) -> str:
         if package in sys.modules:
             _install_or_wait(ctx, source, package)  # a moved symbol fails the patch here
         else:
-            hook = _when_imported(ctx, source, package)
-            importhook.after_import(package, hook)
-            ctx.on_revert(f"the {package} import hook", lambda p=package, h=hook: importhook.cancel(p, h))
+            _when_loaded(ctx, source, package, (package,))
     if mode == "follow":
         return ("fixing (follow): tf.random.set_seed(s) alone also seeds Keras's default seeds (a private "
                 "generator derived from s; Python's random untouched)")
