@@ -87,6 +87,8 @@ def quiet():
     model.compile(keras.optimizers.SGD(0.0), "mse")
     losses = model.fit(repeated, epochs=2, steps_per_epoch=2, verbose=0).history["loss"]
     out["one_iterator_continues"] = losses[0] != losses[1]
+    # One epoch: nothing repeats (Keras 3 makes the next epoch's iterator ahead, and never reads it).
+    model.fit(tf.data.Dataset.range(8).map(lambda i: (tf.random.uniform([2]), 1.0)).batch(4), epochs=1, verbose=0)
     if KERAS3:
         flip = keras.layers.RandomFlip(seed=3)
         flipped = tf.data.Dataset.range(4).map(lambda i: flip(tf.reshape(tf.range(4.0), [1, 2, 2, 1]), training=True))
@@ -143,7 +145,7 @@ def runs(tmp_path_factory):
     jobs = [("stock", "tf.keras"), ("warn", "tf.keras"), ("rerandomize", "tf.keras"),
             ("rerandomize", "tf.keras"), ("deterministic", "tf.keras")]
     if importlib.util.find_spec("tf_keras") is not None:
-        jobs.append(("warn", "tf_keras"))
+        jobs += [("warn", "tf_keras"), ("rerandomize", "tf_keras")]
     with ThreadPoolExecutor(2) as pool:  # two cores: two processes side by side
         results = list(pool.map(lambda job: _run(path, job[0], STACKS[job[1]]), jobs))
     done = {}
@@ -209,6 +211,10 @@ def test_rerandomize_draws_anew_each_iteration_the_same_in_two_processes(runs):
     assert mapped[0] == stock["iterations"]["mapped"][0]
     assert shuffled[0][:6] == stock["iterations"]["shuffled"][0][:6]
     assert len(set(first["fit"])) == 3  # three epochs, three data sets
+    assert first["fit"][0] == stock["fit"][0]  # epoch 1: stock's data
+    if ("rerandomize", "tf_keras") in done:  # epoch k reads stream k there too (Keras 2's fit
+        # makes an iterator it never reads before its first epoch: not an iteration)
+        assert done[("rerandomize", "tf_keras")][0]["fit"] == first["fit"]
     assert not any(_sites(first, phase, "dataset_epoch_repeat") for phase in first["caught"])
     assert first["rows"]["dataset_epoch_repeat"].startswith("fixing (rerandomize): ")
 

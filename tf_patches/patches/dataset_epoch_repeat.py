@@ -112,6 +112,34 @@ class _Stream:
         return [0, self.seed2, key]
 
 
+def _made_by_keras(frame: Any) -> Optional[str]:
+    """How Keras's fit makes this iterator (a frame or two above ``Dataset.__iter__``), where it
+    makes one that is not the epoch's own: ``"unread"``, one that nothing reads (Keras 2 and
+    tf_keras's ``DataHandler.enumerate_epochs`` make one before their epoch loop and replace it at
+    once on a finite dataset; Keras 3's ``EpochIterator._enumerate_iterator`` makes one after each
+    epoch's steps, which the next epoch replaces unless ``steps_per_epoch`` is set); ``"ahead"``,
+    that one of Keras 3 where the next epoch reads it (none does after the last). None otherwise.
+    Counting an unread iterator set the next epoch's stream one too far (rerandomize: epoch 1 was
+    not stock's on tf_keras) and warned on ``fit(epochs=1)``."""
+    for _ in range(3):
+        if frame is None:
+            return None
+        name, module = frame.f_code.co_name, str(frame.f_globals.get("__name__", ""))
+        if name == "enumerate_epochs" and module.startswith(("keras.", "tf_keras.")):
+            local = frame.f_locals
+            recreate = getattr(getattr(local.get("self"), "_adapter", None), "should_recreate_iterator", None)
+            return "unread" if "epoch" not in local and recreate is not None and recreate() else None
+        if name == "_enumerate_iterator" and module.startswith("keras."):  # Keras >= 3.9 or so
+            local = frame.f_locals
+            if "step" not in local:
+                return None  # the epoch's own, made before its steps
+            # After the steps: the next epoch reads it only with steps_per_epoch set (else the next
+            # epoch makes its own).
+            return "ahead" if getattr(local.get("self"), "steps_per_epoch", None) else "unread"
+        frame = frame.f_back
+    return None
+
+
 def _iteration_key(seed: int, seed2: int, iteration: int) -> int:
     """Iteration ``iteration``'s Philox key: from the op's seeds and the iteration only (the same
     in every process and Python: BLAKE2b of their decimal text), 63 bits (an int64 state word)."""
@@ -134,6 +162,12 @@ class _Iterations:
 
     def begin(self, dataset: Any, frame: Any) -> None:
         """An eager iterator is about to be created over ``dataset``."""
+        made = _made_by_keras(frame)
+        if made == "unread":
+            return  # not an iteration: nothing reads it
+        # Keras 3's fit makes each epoch's iterator at the end of the one before (unread after the
+        # last epoch): there, the second iterator repeats nothing yet, and the third says it did.
+        repeats_from = 3 if made == "ahead" else 2
         seen = set()
         for read in functions.datasets_read(dataset):
             for wrapper in functions.functions_of(read):
@@ -149,7 +183,7 @@ class _Iterations:
                 if streams:
                     for stream in streams:
                         stream.variable.assign(stream.state(count))
-                if draws is not None and count >= 2:
+                if draws is not None and count >= repeats_from:
                     self._warn(draws, frame)
 
     def _warn(self, draws: functions.SeededDraws, frame: Any) -> None:
