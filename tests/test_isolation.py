@@ -418,6 +418,23 @@ def test_a_signal_to_the_parent_ends_every_group_and_the_resource_tracker(tmp_pa
     assert marked_processes(marker) == []
 
 
+def count_running(folder: str) -> int:
+    """Mark this item running (a file of its own), give the others 1 s to start, and count the
+    items running now."""
+    mine = os.path.join(folder, str(os.getpid()))
+    Path(mine).touch()
+    time.sleep(1.0)
+    running = len(os.listdir(folder))
+    os.remove(mine)
+    return running
+
+
+def test_map_isolated_runs_at_most_max_in_flight_at_once(tmp_path):
+    """An item's place is freed once its process is gone: never more than max_in_flight run."""
+    counts = tf_patches.map_isolated(count_running, [str(tmp_path)] * 5, max_in_flight=2)
+    assert 1 <= max(counts) <= 2, counts
+
+
 def test_map_isolated_checks_max_in_flight():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="max_in_flight"):

@@ -1,26 +1,19 @@
-"""The one process supervisor of tf-patches' tools: process trees found through ``/proc``
-(Linux), ended one way whatever they are (:func:`end`: SIGTERM, ``GRACE_S`` to exit cleanly,
-SIGKILL, ``SETTLE_S`` for the kernel), and a command's exit status passed on as a shell would.
-
-Two kinds of tree: a :class:`Group` is a process that leads a session of its own and the groups
-its descendants made (:mod:`.local`: one per isolated call); :class:`Marked` is every process
-whose environment carries a variable of the run (``tf-patches diagnose`` and ``repro``: the
-command shares our process group, so that a terminal's Ctrl-C reaches it, and what it leaves is
-found wherever it was re-parented). :func:`supervise` watches such a command to its end while
-:class:`Signals` forwards SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 to it and ignores SIGINT and
-SIGQUIT here (the terminal sends them to the command's group already: a Ctrl-C still gets its
-report).
-"""
+"""The one process supervisor of :mod:`.local`, ``tf-patches diagnose`` and ``repro``: process
+trees read from ``/proc`` (Linux) and ended one way (:func:`end`), signals handled while children
+run (:class:`Signals`), a command watched to its end (:func:`supervise`), exit statuses passed on
+as a shell would."""
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from typing import Any, Callable, Collection, Dict, List, NamedTuple, Optional, Set, Tuple
+from contextlib import suppress
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 GRACE_S = 2.0  # SIGTERM, then this long to exit cleanly (flush, atexit), then SIGKILL
 SETTLE_S = 2.0  # after SIGKILL: how long to wait for the kernel to take the members away
@@ -61,22 +54,13 @@ def _read(pid: int) -> Optional[Process]:
 
 
 def alive(pid: int) -> bool:
-    """Whether ``pid`` is a process and not a zombie (Linux; elsewhere: whether it exists)."""
-    if os.path.isdir("/proc"):
-        process = _read(pid)
-        return process is not None and process.state != "Z"
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        pass
-    return True
+    """Whether ``pid`` is a process and not a zombie (Linux)."""
+    process = _read(pid)
+    return process is not None and process.state != "Z"
 
 
 def tree(root: int, processes: Optional[Dict[int, Process]] = None) -> List[int]:
-    """``root`` and its descendants, ``root`` first: from ``/proc`` on Linux, psutil elsewhere,
-    else ``root`` alone."""
+    """``root`` and its descendants, ``root`` first (``/proc``; else psutil; else ``root`` alone)."""
     try:
         processes = table() if processes is None else processes
     except OSError:
@@ -89,39 +73,46 @@ def tree(root: int, processes: Optional[Dict[int, Process]] = None) -> List[int]
     children: Dict[int, List[int]] = {}
     for pid, process in processes.items():
         children.setdefault(process.parent, []).append(pid)
-    found, seen, stack = [], {root}, [root]
-    while stack:
-        pid = stack.pop()
-        found.append(pid)
-        stack.extend(child for child in children.get(pid, ()) if child not in seen)
-        seen.update(children.get(pid, ()))
+    found = [root]
+    for pid in found:  # grows as it is read; each parent's children once (a table read mid-change)
+        found.extend(children.pop(pid, ()))
     return found
 
 
-def descendant_groups(root: int) -> Set[int]:
-    """The process groups of ``root``'s live descendants (sessions or groups they made: a nested
-    ``map_isolated``'s items, a daemon); empty without ``/proc``. Never a group of this process's
-    own session (a descendant started before ``root`` left it)."""
-    try:
-        processes = table()
-    except OSError:
-        return set()
-    own_session = os.getsid(0)
-    return {processes[pid].group for pid in tree(root, processes)[1:]
-            if processes[pid].state != "Z" and processes[pid].session != own_session}
+class Group:
+    """An isolated call's child, which leads a session of its own, and the groups its descendants
+    made (a nested ``map_isolated``'s items). ``exited()``: whether the child is reaped."""
 
+    def __init__(self, pid: int, exited: Callable[[], bool]):
+        self.pid, self.exited, self.groups = pid, exited, {pid}
 
-def any_group_alive(groups: Collection[int]) -> bool:
-    """Whether any of ``groups`` has a member that is not a zombie (a zombie is dead already: its
-    new parent, often init, reaps it; an init that never reaps must not make us wait)."""
-    signallable = [group for group in groups if _signallable(group)]
-    if not signallable:
-        return False
-    try:
-        members = {process.group for process in table().values() if process.state != "Z"}
-    except OSError:
-        return True  # no /proc: the signal's answer
-    return any(group in members for group in signallable)
+    def signal(self, number: int) -> None:
+        try:
+            processes = {} if self.exited() else table()
+        except OSError:  # no /proc: its own group only
+            processes = {}
+        own_session = os.getsid(0)
+        self.groups |= {processes[pid].group for pid in tree(self.pid, processes)[1:]
+                        if processes[pid].state != "Z" and processes[pid].session != own_session}
+        for group in self.groups:
+            try:
+                os.killpg(group, number)
+            except ProcessLookupError:  # gone; or, the child's own, not made yet: the child alone
+                if group == self.pid and not self.exited():
+                    with suppress(OSError):
+                        os.kill(self.pid, number)
+            except PermissionError:
+                pass
+
+    def alive(self) -> bool:
+        """The child, or a member of the groups that is neither a zombie nor beyond our signals."""
+        if not self.exited():
+            return True
+        groups = [group for group in self.groups if _signallable(group)]
+        try:
+            return any(process.group in groups and process.state != "Z" for process in table().values())
+        except OSError:
+            return bool(groups)  # no /proc: the signal's answer
 
 
 def _signallable(group: int) -> bool:
@@ -132,72 +123,34 @@ def _signallable(group: int) -> bool:
     return True
 
 
-class Group:
-    """A child that leads a session of its own, with the groups its descendants made (a nested
-    ``map_isolated``'s items lead sessions of their own: ended with it, or orphaned when its
-    SIGKILL comes first). ``exited()`` says whether the child is reaped (its pid no longer its)."""
-
-    def __init__(self, pid: int, exited: Callable[[], bool]):
-        self.pid, self.exited, self.groups = pid, exited, {pid}
-
-    def signal(self, number: int) -> None:
-        if not self.exited():
-            self.groups |= descendant_groups(self.pid)
-        for group in self.groups:
-            try:
-                os.killpg(group, number)
-            except ProcessLookupError:  # gone; or, the child's own, not made yet: the child alone
-                if group == self.pid and not self.exited():
-                    _kill(self.pid, number)
-            except PermissionError:
-                pass
-
-    def alive(self) -> bool:
-        return not self.exited() or any_group_alive(self.groups)
-
-
 class Marked:
-    """Every live process whose environment carries ``variable=value`` (a run's own folder):
-    what a command started, wherever it was re-parented (Linux)."""
+    """What a command started (it shares our process group, for a terminal's Ctrl-C to reach it):
+    every live process but this one whose environment carries ``variable=value``, wherever it went."""
 
     def __init__(self, variable: str, value: str):
         self.marker = f"{variable}={value}".encode()
         self.pids: List[int] = []
 
     def signal(self, number: int) -> None:
-        self.pids = marked(self.marker)
+        self.pids = []
+        try:
+            processes = table()
+        except OSError:
+            processes = {}
+        for pid, process in processes.items():
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as environ:
+                    if pid != os.getpid() and process.state != "Z" and self.marker in environ.read().split(b"\0"):
+                        self.pids.append(pid)
+            except OSError:  # gone, or another user's
+                continue
         for pid in self.pids:
-            _kill(pid, number)
+            with suppress(OSError):
+                os.kill(pid, number)
 
     def alive(self) -> bool:
         self.pids = [pid for pid in self.pids if alive(pid)]
         return bool(self.pids)
-
-
-def marked(marker: bytes) -> List[int]:
-    """The live processes (not zombies, not this one) whose environment holds ``marker``."""
-    try:
-        processes = table()
-    except OSError:
-        return []
-    found = []
-    for pid, process in processes.items():
-        if pid == os.getpid() or process.state == "Z":
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as environ:
-                if marker in environ.read().split(b"\0"):
-                    found.append(pid)
-        except OSError:  # gone, or another user's
-            continue
-    return found
-
-
-def _kill(pid: int, number: int) -> None:
-    try:
-        os.kill(pid, number)
-    except OSError:
-        pass
 
 
 def end(processes: Any) -> None:
@@ -215,51 +168,51 @@ def end(processes: Any) -> None:
 
 
 def supervise(child: subprocess.Popen, signals: "Signals", leftovers: Marked, timeout: Optional[float] = None,
-              every: Optional[float] = None, tick: Optional[Callable[[], None]] = None) -> Tuple[int, bool]:
-    """Watch a command to its end: ``signals`` forwarded to it, ``tick()`` every ``every``
-    seconds; past ``timeout`` seconds its whole tree is ended. Then what it left running is
-    ended too. Its return code (negative: the signal that ended it), and whether it timed out."""
+              every: float = math.inf, tick: Callable[[], None] = lambda: None) -> Tuple[int, bool]:
+    """Watch a command to its end (``signals`` forwarded, ``tick()`` every ``every`` s, its tree
+    ended past ``timeout`` s), then end what it left: its return code, and whether it timed out."""
     signals.started(child)
-    deadline = None if timeout is None else time.monotonic() + timeout
+    deadline = math.inf if timeout is None else time.monotonic() + timeout
     timed_out = False
     while True:
-        waits = [wait_s for wait_s in (every, None if deadline is None else deadline - time.monotonic())
-                 if wait_s is not None]
+        wait_s = min(every, deadline - time.monotonic())
         try:
-            returncode = child.wait(timeout=max(0.0, min(waits)) if waits else None)
+            returncode = child.wait(timeout=None if wait_s == math.inf else max(0.0, wait_s))
             break
         except subprocess.TimeoutExpired:
-            if deadline is not None and time.monotonic() >= deadline:
-                timed_out = True
-                end(leftovers)  # the command and all it started
-                returncode = child.wait()
-                break
-            if tick is not None:
+            if time.monotonic() < deadline:
                 tick()
+                continue
+            timed_out = True
+            end(leftovers)  # the command and all it started
+            returncode = child.wait()
+            break
     end(leftovers)
     signals.between()
     return returncode, timed_out
 
 
 class Signals:
-    """While a command runs: forward what a process manager sends us, ignore the terminal's (a
-    no-op handler, not SIG_IGN, which the command would inherit); restored on exit. A signal that
-    whoever started us made ignored stays so, for us and for the command."""
+    """While children run: each of ``forwarded`` passed on to the command (held until it starts),
+    each of ``noted`` only noted (a terminal sends SIGINT and SIGQUIT to the command's group itself,
+    so a Ctrl-C still gets its report); ``wake`` hears of each. Only default handlers are replaced."""
 
-    def __init__(self) -> None:
+    def __init__(self, forwarded: Sequence[str] = FORWARDED, noted: Sequence[str] = IGNORED,
+                 wake: Callable[[int], None] = lambda number: None) -> None:
+        self._forwarded, self._noted, self._wake = forwarded, noted, wake
         self._child: Optional[subprocess.Popen] = None
         self._pending: List[int] = []
         self._saved: Dict[int, Any] = {}
         self.received: List[int] = []  # every signal that reached us, forwarded or not
 
     def __enter__(self) -> "Signals":
-        if threading.current_thread() is not threading.main_thread():
-            return self  # only the main thread may set handlers (main() called from a thread)
-        for names, handler in ((FORWARDED, self._forward), (IGNORED, self._ignore)):
-            for name in names:
-                number = getattr(signal, name, None)
-                if number is not None and signal.getsignal(number) != signal.SIG_IGN:
-                    self._saved[number] = signal.signal(number, handler)
+        if threading.current_thread() is threading.main_thread():  # only it may set handlers
+            for number in (getattr(signal, name, None) for name in (*self._forwarded, *self._noted)):
+                try:
+                    if number is not None and signal.getsignal(number) in (signal.SIG_DFL, signal.default_int_handler):
+                        self._saved[number] = signal.signal(number, self._forward)
+                except (ValueError, OSError):  # not the main interpreter
+                    pass
         return self
 
     def between(self) -> None:
@@ -271,26 +224,26 @@ class Signals:
         self._child = child
         pending, self._pending = self._pending, []
         for number in pending:  # arrived while the command was starting
-            self._forward(number, None)
+            self._send(number)
 
-    def _forward(self, number: int, frame: Any) -> None:
+    def _forward(self, number: int, frame: Any) -> None:  # the handler: noted, forwarded if it is to be
         self.received.append(number)
+        self._wake(number)
+        if signal_name(number) in self._forwarded:
+            self._send(number)
+
+    def _send(self, number: int) -> None:
         if self._child is None:
             self._pending.append(number)
-            return
-        try:
-            self._child.send_signal(number)  # a no-op once the child is reaped
-        except OSError:
-            pass
-
-    def _ignore(self, number: int, frame: Any) -> None:
-        """The terminal's Ctrl-C reached the command too: its death (or not) decides what we do
-        (and, noted, that no further run follows)."""
-        self.received.append(number)
+        else:
+            try:
+                self._child.send_signal(number)  # a no-op once the child is reaped
+            except OSError:
+                pass
 
     def __exit__(self, *exc_info: Any) -> None:
         for number, handler in self._saved.items():
-            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+            signal.signal(number, handler)
 
 
 def shell_status(returncode: int) -> int:
@@ -319,7 +272,8 @@ def exit_like(returncode: int) -> int:
         signal.signal(number, signal.SIG_DFL)
     except (OSError, ValueError):
         pass  # SIGKILL (SIGSTOP): no handler to reset, and its default is its own
-    _kill(os.getpid(), number)  # delivered before kill returns: this thread does not block it
+    with suppress(OSError):
+        os.kill(os.getpid(), number)  # delivered before kill returns: this thread does not block it
     return 128 + number  # a signal whose default is not to die (or we could not)
 
 

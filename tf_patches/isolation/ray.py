@@ -21,8 +21,8 @@ Importing this module does not import Ray; :func:`map_isolated` does.
 
 from __future__ import annotations
 
+import math
 import os
-import pickle
 import time
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar
 
@@ -117,7 +117,7 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
     pickle, as locally). ``max_in_flight`` (default: the cluster's CPUs) bounds the tasks
     submitted at once.
     """
-    from .local import IsolatedTimeout, _checked_timeout, _in_flight_limit, _name
+    from .local import _MAX_WAIT_S, IsolatedTimeout, _checked_timeout, _in_flight_limit, _name
 
     seconds = _checked_timeout(timeout)  # checked before Ray starts: a bad call starts nothing
     if max_in_flight is not None:
@@ -146,15 +146,18 @@ def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optio
         while queue or running:
             while queue and len(running) < limit:
                 index, item = queue.pop()
-                deadline = None if seconds is None else time.monotonic() + seconds
+                deadline = math.inf if seconds is None else time.monotonic() + seconds
                 running[_for_item(remote, current, index).remote(fn_ref, item, index, name)] = (index, deadline)
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=_wait_s(running))
+            # Until the nearest deadline, in steps that Ray's wait (milliseconds, like poll()) takes.
+            wait_s = min(deadline for _, deadline in running.values()) - time.monotonic()
+            ready, _ = ray.wait(list(running), num_returns=1,
+                                timeout=None if wait_s == math.inf else min(max(0.0, wait_s), _MAX_WAIT_S))
             for ref in ready:
                 index, _ = running.pop(ref)
                 results[index] = _result(ray, ref, f"{name}(items[{index}])", index)
             now = time.monotonic()
             for ref, (index, deadline) in list(running.items()):
-                if deadline is not None and now >= deadline:
+                if now >= deadline:
                     del running[ref]
                     ray.cancel(ref, force=True)
                     raise IsolatedTimeout(f"map_isolated: {name}(items[{index}]) did not finish within "
@@ -179,19 +182,9 @@ def _for_item(remote: Any, current: Optional[Dict[str, Any]], index: int) -> Any
     return remote.options(runtime_env=env)
 
 
-def _wait_s(running: Mapping[Any, tuple]) -> Optional[float]:
-    """Until the nearest deadline, in steps that Ray's wait (milliseconds, like poll()) takes."""
-    from .local import _MAX_WAIT_S
-
-    deadlines = [deadline for _, deadline in running.values() if deadline is not None]
-    if not deadlines:
-        return None
-    return min(max(0.0, min(deadlines) - time.monotonic()), _MAX_WAIT_S)
-
-
 def _result(ray: Any, ref: Any, label: str, index: int) -> Any:
     """The item's result, or its failure raised as tf_patches.map_isolated raises it."""
-    from .local import IsolatedCrash, IsolatedError, _rebuild
+    from .local import IsolatedCrash, IsolatedError, _loaded, _rebuild
 
     try:
         kind, value, pid = ray.get(ref)
@@ -207,11 +200,7 @@ def _result(ray: Any, ref: Any, label: str, index: int) -> Any:
         raise IsolatedError(f"map_isolated: {label}: Ray gave no result: {exc}") from exc
     if kind != "result":
         raise _rebuild(*value, where=f"Ray worker pid {pid} of map_isolated, items[{index}]", index=index)
-    try:
-        return pickle.loads(value)
-    except Exception as exc:  # a class this process lacks, a __setstate__ that raises here...
-        raise IsolatedError(f"map_isolated: {label} returned a result that cannot be unpickled here: "
-                            f"{type(exc).__name__}: {exc}") from exc
+    return _loaded(value, f"map_isolated: {label}")
 
 
 def _call(fn: Callable[[Any], Any], item: Any, index: int, name: str) -> tuple:
@@ -219,17 +208,6 @@ def _call(fn: Callable[[Any], Any], item: Any, index: int, name: str) -> tuple:
     one that does not unpickle on the driver is named as locally, not lost in Ray's wrapper);
     its exception described as run_isolated's child does (so it comes back with its traceback as
     the cause)."""
-    from .local import IsolatedError, _describe_exception
+    from .local import _outcome
 
-    try:
-        result = fn(item)
-    except Exception as exc:
-        return "raised", _describe_exception(exc), os.getpid()
-    try:
-        return "result", pickle.dumps(result), os.getpid()
-    except Exception as exc:
-        try:
-            raise IsolatedError(f"map_isolated: {name}(items[{index}]) returned a result that cannot be "
-                                f"pickled back: {type(exc).__name__}: {exc}") from exc
-        except IsolatedError as error:
-            return "raised", _describe_exception(error), os.getpid()
+    return (*_outcome(lambda: fn(item), f"map_isolated: {name}(items[{index}])"), os.getpid())
