@@ -21,6 +21,7 @@ from typing import Dict, List
 
 import pytest
 
+from tf_patches.core import registry
 from tf_patches.diagnosis import command as diagnose_command
 from tf_patches.diagnosis import verify
 from tf_patches.diagnosis.report import DiagnosisReport, verification_text
@@ -221,6 +222,21 @@ def test_fix_arguments_are_what_tf_patches_run_would_set():
     assert fixed.patched and fixed.TF_PATCHES_GRAPH_GROWTH == "finalize"
     assert fixed.TF_PATCHES_EXCLUDE == "rfft_guard" and fixed.command == ["--", "x"]  # the user's own kept
     assert args.patched is False  # not changed in place
+
+
+def test_every_fix_is_declared_once_as_options_that_apply_all_and_tf_patches_run_take():
+    # The flags and the apply_all() arguments the reports print, derived from each declaration's
+    # options: the options exist and take the value, the flags set what the options' variables say.
+    options = {option.name: option for option in registry.all_options()}
+    declared = [found for spec in registry.specs() for found in (spec.signature, spec.trap)
+                if found is not None and found.options]
+    assert len(declared) >= 5  # graph_growth_guard, rfft_guard; the traps of 3 patches
+    for found in declared:
+        fixed = verify.fix_arguments(_args(), found.run_flags)
+        for name, value in found.options.items():
+            assert options[name].convert(value) == value
+            assert getattr(fixed, options[name].env_var) == ("1" if value is True else str(value))
+        assert eval(f"dict({found.apply_kwargs})") == dict(found.options)
 
 
 @pytest.mark.parametrize("name, returncode, received, note", [

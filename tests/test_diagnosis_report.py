@@ -13,7 +13,8 @@ import pytest
 from tf_patches.diagnosis import figures
 from tf_patches.diagnosis.report import SCHEMA, DiagnosisReport
 from tf_patches.diagnosis.signatures import signature_of
-from tf_patches.diagnosis.snapshot import Snapshot
+from tf_patches.diagnosis.snapshot import VERSION as VERSION_WRITTEN
+from tf_patches.diagnosis.snapshot import Snapshot, read_all
 
 MIB = 2**20
 KIB = 1024
@@ -238,3 +239,13 @@ def test_the_json_is_versioned_and_carries_every_figure():
     leak = data["leaks"][0]
     assert {"name", "confidence", "explained_range", "steady_bytes_per_s", "sites", "code_fix",
             "upstream_fix", "lab_unit_bytes"} <= set(leak)
+
+
+def test_a_snapshot_reads_back_what_was_written_and_another_version_is_skipped(tmp_path):
+    snap = snapshot(leak_loop(LAB, 100), sites={SEED: [["train.py", 12, "step", 2000]]}, heap={"allocator": "glibc"})
+    assert Snapshot.from_dict(json.loads(json.dumps(snap.to_dict()))) == snap
+    (tmp_path / "1.json").write_text(json.dumps(snap.to_dict()))
+    (tmp_path / "2.json").write_text(json.dumps(dict(snap.to_dict(), pid=2, version=VERSION_WRITTEN + 1)))
+    (tmp_path / "3.json").write_text(json.dumps(dict(snap.to_dict(), pid=3, version=None)))  # 0.2's had none
+    (tmp_path / "4.json").write_text("[]")
+    assert [found.pid for found in read_all(str(tmp_path))] == [1]
