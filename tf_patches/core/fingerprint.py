@@ -23,6 +23,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .environment import Environment, complete, detect, installed_distribution
 from .keras import LEGACY_VARIABLE, keras_version, tf_keras_package, tf_keras_version
+from .seeds import tf_global_seed
 from .versions import parse_version
 
 NOT_IMPORTED = "not imported"
@@ -268,21 +269,6 @@ def _environment(env: Environment, tf: Any) -> str:
 
 def _tf_global_seed(env: Environment, tf: Any) -> Any:
     return NOT_IMPORTED if tf is None else tf_global_seed()[0]
-
-
-def tf_global_seed() -> Tuple[Optional[int], Any]:
-    """The global seed ``tf.random.set_seed`` set (the eager context's, or the default graph's in
-    graph mode), and an object that is replaced at each ``set_seed`` (the context's op-seed
-    generator; the graph); read without drawing an op seed (``get_seed`` would advance the
-    counter). TF must be imported."""
-    from tensorflow.python.eager import context  # type: ignore
-    from tensorflow.python.framework import ops  # type: ignore
-
-    if context.executing_eagerly():
-        current = context.context()
-        return getattr(current, "_seed", None), getattr(current, "_rng", None)
-    graph = ops.get_default_graph()
-    return graph.seed, graph
 
 
 def _variables(env: Environment, tf: Any) -> Dict[str, str]:

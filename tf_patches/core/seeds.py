@@ -21,7 +21,7 @@ from __future__ import annotations
 import numbers
 import operator
 import os
-from typing import Dict, NamedTuple, Optional, Set, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Set, Tuple
 
 MAX_SEED = 2**32 - 1  # NumPy's global generator takes no larger seed
 DEFAULT_SEED = 0  # asking for determinism without a seed still means "the same run every time"
@@ -65,6 +65,27 @@ def derive_seed(seed: int, *identity: object) -> int:
 
     digest = hashlib.blake2b(text, digest_size=8, person=b"tf-patches-seed").digest()
     return int.from_bytes(digest, "little") % (MAX_SEED + 1)
+
+
+def derive_from_tf_seed(seed: int, *identity: object) -> int:
+    """:func:`derive_seed` of a TF global seed, which ``tf.random.set_seed`` takes beyond
+    ``MAX_SEED`` (any int64): folded into 0..``MAX_SEED`` first."""
+    return derive_seed(int(seed) % (MAX_SEED + 1), *identity)
+
+
+def tf_global_seed() -> Tuple[Optional[int], Any]:
+    """The global seed ``tf.random.set_seed`` set (the eager context's, or the default graph's in
+    graph mode), and an object that is replaced at each ``set_seed`` (the context's op-seed
+    generator; the graph); read without drawing an op seed (``get_seed`` would advance the
+    counter). TF must be imported."""
+    from tensorflow.python.eager import context  # type: ignore
+    from tensorflow.python.framework import ops  # type: ignore
+
+    if context.executing_eagerly():
+        current = context.context()
+        return getattr(current, "_seed", None), getattr(current, "_rng", None)
+    graph = ops.get_default_graph()
+    return graph.seed, graph
 
 
 def check_seed(seed: object) -> int:

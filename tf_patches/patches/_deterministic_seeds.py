@@ -145,13 +145,11 @@ def _seed_global_generator(ctx: PatchContext, determinism: Callable[[], bool]) -
 def _seeded_generator(module: Any) -> Optional[Any]:
     """A generator from the global seed in effect (None without one: TF raises its own error)."""
     ops = tf_module("python.framework.ops")
-    context = tf_module("python.eager.context")
     with ops.init_scope():  # as TF makes its own: eagerly, or in the outermost graph
-        seed = context.global_seed() if context.executing_eagerly() else ops.get_default_graph().seed
+        seed = seeds.tf_global_seed()[0]
         if seed is None:
             return None
-        derived = seeds.derive_seed(seed % (seeds.MAX_SEED + 1), GENERATOR_IDENTITY)
-        return module.Generator.from_seed(derived)
+        return module.Generator.from_seed(seeds.derive_from_tf_seed(seed, GENERATOR_IDENTITY))
 
 
 # -- Generator.from_non_deterministic_state ------------------------------------------------------

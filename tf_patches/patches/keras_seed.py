@@ -43,7 +43,6 @@ from ..core import importhook, seeds, traps
 from ..core.canary import Finding
 from ..core.context import PatchContext
 from ..core.errors import ReproducibilityWarning, logger
-from ..core.fingerprint import tf_global_seed
 from ..core.keras import keras_version
 from ..core.gate import Gate
 from ..core.options import Option, choice
@@ -92,7 +91,7 @@ class _DefaultSeeds:
     def draw(self, frame: Any, keras_seeded: Callable[[], bool]) -> Optional[int]:
         if self.python_seeded or keras_seeded():
             return None
-        seed, epoch = tf_global_seed()
+        seed, epoch = seeds.tf_global_seed()
         if seed is None:
             return None
         if self.mode == "warn":
@@ -101,7 +100,7 @@ class _DefaultSeeds:
         with self._lock:
             if self._rng is None or epoch is not self._epoch:  # a new tf.random.set_seed: a new stream
                 self._epoch = epoch
-                self._rng = random.Random(seeds.derive_seed(int(seed) % (seeds.MAX_SEED + 1), _IDENTITY))
+                self._rng = random.Random(seeds.derive_from_tf_seed(seed, _IDENTITY))
             return self._rng.randint(1, _HIGH)
 
 

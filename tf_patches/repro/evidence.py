@@ -102,7 +102,7 @@ def _seeds(tensorflow: bool) -> dict:
             seeds["op_determinism"] = {"status": "unknown", "reason": f"{type(exc).__name__}: {exc}"}
     if tensorflow:
         try:
-            from ..core.fingerprint import tf_global_seed
+            from ..core.seeds import tf_global_seed
 
             seeds["tf_global_seed"] = tf_global_seed()[0]
         except Exception as exc:
