@@ -15,7 +15,7 @@ import gc
 import sys
 import time
 import types
-from typing import Any, Iterable, Set
+from typing import Any, Callable, Iterable, Optional, Sequence, Set, Tuple
 
 MAX_OBJECTS = 200_000  # a walk that reaches this far has left the units' own objects behind
 MAX_SECONDS = 0.2
@@ -69,3 +69,24 @@ def deep_size(roots: Iterable[Any]) -> int:
         if not len(seen) % 1024 and time.monotonic() > deadline:
             break
     return total
+
+
+class UnitSize:
+    """A probe's ``unit_bytes_here``: what the objects its units reach hold (walked together by
+    :func:`deep_size`, what they share counted once), per unit. A walk costs milliseconds: it is
+    done again only when the count changed, and then at most every ``every`` seconds."""
+
+    def __init__(self, every: float = 5.0) -> None:
+        self._every = every
+        self._last: Optional[Tuple[int, float, Optional[float]]] = None  # count, when, size
+
+    def __call__(self, count: int, reached: Callable[[], Sequence[Any]]) -> Optional[float]:
+        """The size per unit of ``count`` units, walking ``reached()`` when it is measured again."""
+        now = time.monotonic()
+        last = self._last
+        if last is not None and (last[0] == count or now - last[1] < self._every):
+            return last[2]
+        objects = reached() if count else ()
+        size = deep_size(objects) / count if count and objects else None
+        self._last = (count, now, size)
+        return size

@@ -24,14 +24,13 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
-from ..core.retained import deep_size
+from ..core.retained import UnitSize
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 from ._py_funcs import release_from_graph
 
@@ -114,6 +113,7 @@ class KeptGenerators(Probe):
         # Per dataset gone: the graph that held its callbacks then, and the callbacks.
         self._gone: List[Tuple["weakref.ref[Any]", List["weakref.ref[Any]"]]] = []
         self._lock = threading.Lock()
+        self._unit_size = UnitSize()
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         script_ops = tf_module("python.ops.script_ops")
@@ -180,17 +180,12 @@ class KeptGenerators(Probe):
         """What one kept dataset holds: the objects its callbacks reach (the generator and what
         it captured), walked together so that what they share counts once, per dataset kept.
         A walk costs milliseconds: done again only when the count changed, at most every 5 s."""
-        kept = self.count()
-        now = time.monotonic()
-        cached = getattr(self, "_measured", None)
-        if cached is not None and (cached[0] == kept or now - cached[1] < 5.0):
-            return cached[2]
+        return self._unit_size(self.count(), self._kept_callbacks)
+
+    def _kept_callbacks(self) -> List[Any]:
         with self._lock:
             callbacks = [ref() for _, refs in self._gone for ref in refs]
-        callbacks = [callback for callback in callbacks if callback is not None]
-        size = deep_size(callbacks) / kept if kept and callbacks else None
-        self._measured = (kept, now, size)
-        return size
+        return [callback for callback in callbacks if callback is not None]
 
 
 PROBE = KeptGenerators

@@ -36,14 +36,13 @@ from __future__ import annotations
 import gc
 import sys
 import threading
-import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
-from ..core.retained import deep_size
+from ..core.retained import UnitSize
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 from ._dataset_functions import own_init
 from ._py_funcs import release_from_graph
@@ -219,6 +218,7 @@ class KeptTracedCallbacks(Probe):
         # Per callback registered in tracing: its graphs, the callback, the graph TF tied it to.
         self._traced: List[Tuple[List["weakref.ref[Any]"], "weakref.ref[Any]", "weakref.ref[Any]"]] = []
         self._lock = threading.Lock()
+        self._unit_size = UnitSize()
 
     def install(self, installer: Installer, executor: EagerExecutions) -> None:
         script_ops = tf_module("python.ops.script_ops")
@@ -276,13 +276,7 @@ class KeptTracedCallbacks(Probe):
         together so that what they share counts once, per callback kept. A walk costs
         milliseconds: done again only when the count changed, at most every 5 s."""
         kept = self._kept()
-        now = time.monotonic()
-        cached = getattr(self, "_measured", None)
-        if cached is not None and (cached[0] == len(kept) or now - cached[1] < 5.0):
-            return cached[2]
-        size = deep_size(kept) / len(kept) if kept else None
-        self._measured = (len(kept), now, size)
-        return size
+        return self._unit_size(len(kept), lambda: kept)
 
 
 PROBE = KeptTracedCallbacks
