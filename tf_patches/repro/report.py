@@ -346,7 +346,7 @@ def _short(argv: Sequence[str], limit: int = 60) -> str:
 def _joined(command: Sequence[str]) -> str:
     import shlex
 
-    return " ".join(shlex.quote(str(part)) for part in command)
+    return shlex.join(str(part) for part in command)
 
 
 def _fingerprint_lines(fingerprint: Mapping[str, Any], runs: int) -> List[str]:
