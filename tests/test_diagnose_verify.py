@@ -274,9 +274,13 @@ def test_the_fix_run_is_compared_with_the_first(reports):
     assert "--verify: not applied in the fix run: " in " ".join(report.notes)  # no patch was applied in it
     assert "Verified (--verify): with " in str(report) and report.to_dict()["verification"]["fixes"] == \
         verification.fixes
+    # What the fixes took off the steady state's rate: only where both runs reached one (the clean
+    # program is too short to).
+    assert fixed.steady is None and "removed_steady_bytes_per_s" not in report.to_dict()["verification"]
     again = copy.deepcopy(reports["leaky"])  # a fix that did not remove its leak is named
     verify.verify(again, _args(), ["x"], 0, processes.Signals(), print, lambda args: (0, reports["leaky"]))
     assert sorted(again.verification.leaks_left) == [GRAPH, SEED] and again.verification.removed_bytes == 0
+    assert again.to_dict()["verification"]["removed_steady_bytes_per_s"] == 0.0
 
 
 def test_a_fix_run_without_tensorflow_compares_with_nothing(reports, tmp_path, monkeypatch):

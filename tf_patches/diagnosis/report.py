@@ -25,6 +25,8 @@ class DiagnosisReport(Findings):
         data: Dict[str, Any] = {"schema": SCHEMA, **asdict(self)}
         data["setup"] = {"growth_bytes": data.pop("setup_growth_bytes")}
         data["unexplained_share"] = self.unexplained_share
+        if self.verification is not None and self.verification.removed_steady_bytes_per_s is None:
+            del data["verification"]["removed_steady_bytes_per_s"]  # only where both runs had a steady state
         return data
 
     def __str__(self) -> str:
