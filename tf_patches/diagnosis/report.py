@@ -34,15 +34,13 @@ class DiagnosisReport(Findings):
         if self.processes == 0:
             status = "" if self.exit_status is None else f" (exit status {self.exit_status})"
             return f"tf-patches diagnose: {what}{status}: " + "; ".join(self.notes)
-        lines = []
         processes = "1 process" if self.processes == 1 else f"{self.processes} processes"
-        lines.append(f"tf-patches diagnose: {what}, {processes} with TensorFlow {self.tf_version}, "
-                     f"{self.duration_s:.1f} s" + ("" if self.exit_status is None else f", exit status {self.exit_status}"))
-        lines.append(self._headline())
-        lines.append(f"  memory after TensorFlow was imported: {format_size(self.rss_start_bytes)} -> "
-                     f"{format_size(self.rss_end_bytes)} ({format_size(self.growth_bytes, signed=True)})")
-        if self.steady is not None:
-            steady = self.steady
+        lines = [f"tf-patches diagnose: {what}, {processes} with TensorFlow {self.tf_version}, {self.duration_s:.1f} s"
+                 + ("" if self.exit_status is None else f", exit status {self.exit_status}"), self._headline(),
+                 f"  memory after TensorFlow was imported: {format_size(self.rss_start_bytes)} -> "
+                 f"{format_size(self.rss_end_bytes)} ({format_size(self.growth_bytes, signed=True)})"]
+        steady = self.steady
+        if steady is not None:
             lines.append(f"    once, while setting up (imports, building, tracing): "
                          f"{format_size(self.setup_growth_bytes, signed=True)}")
             lines.append(f"    steady state (the last {steady.seconds:.1f} s): "
@@ -55,9 +53,9 @@ class DiagnosisReport(Findings):
             lines.append(f"Known leaks found ({len(self.leaks)}):")
             for leak in self.leaks:
                 lines.extend(self._leak_lines(leak))
-            if self.steady is not None and self.steady.rate_bytes_per_s > 0:
-                rest = self.steady.unexplained_bytes_per_s
-                share = max(0.0, min(1.0, rest / self.steady.rate_bytes_per_s))
+            if steady is not None and steady.rate_bytes_per_s > 0:
+                rest = steady.unexplained_bytes_per_s
+                share = max(0.0, min(1.0, rest / steady.rate_bytes_per_s))
                 lines.append(f"Not explained by them in the steady state: {format_size(max(0.0, rest), signed=True)}/s "
                              f"({share:.0%} of its growth).")
         for item in self.seen:
@@ -70,11 +68,8 @@ class DiagnosisReport(Findings):
         for condition in self.conditions:
             if condition["patch"] not in {leak.patch for leak in self.leaks}:
                 lines.append(f"Advisory {condition['patch']}: {condition['advice']} ({condition['issue']})")
-        verified = verification_text(self.verification, self.leaks)
-        if verified:
-            lines.append(verified)
-        for note in self.notes:
-            lines.append(f"Note: {note}")
+        lines.extend(filter(None, [verification_text(self.verification, self.leaks)]))
+        lines.extend(f"Note: {note}" for note in self.notes)
         return "\n".join(lines)
 
     def _headline(self) -> str:
@@ -142,8 +137,7 @@ class DiagnosisReport(Findings):
             axes.axvspan(self.steady.from_s, self.steady.to_s, color="tab:gray", alpha=0.12,
                          label=f"steady state: {format_size(self.steady.rate_bytes_per_s, signed=True)}/s")
         axes.legend(loc="lower right", fontsize=8)
-        axes.set_xlabel("seconds")
-        axes.set_ylabel("RSS (MiB)")
+        axes.set(xlabel="seconds", ylabel="RSS (MiB)")
         axes.set_title(f"tf-patches diagnose: {joined(self.command) if self.command else 'this program'}", fontsize=9)
         axes.grid(alpha=0.3)
         figure.tight_layout()
