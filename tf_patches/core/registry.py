@@ -180,8 +180,8 @@ class PatchSpec:
         def refuse(_ctx: Any) -> None:
             raise TfPatchesError(reason)
 
-        return cls(name=name, title=f"{name} (not loaded)", issue_url="", gate=Gate(), options=(),
-                   precondition=_nothing, prepare=refuse, install=refuse)
+        return _Unloadable(name=name, title=f"{name} (not loaded)", issue_url="", gate=Gate(), options=(),
+                           precondition=_nothing, prepare=refuse, install=refuse)
 
     def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:
         verdict, reason = self.gate.check(env)
@@ -191,6 +191,11 @@ class PatchSpec:
         if extra:
             return False, extra
         return verdict, reason
+
+
+class _Unloadable(PatchSpec):
+    def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:
+        return True, ""  # on every build, TF or not: it fails when prepared, with the reason
 
 
 _specs: List[PatchSpec] = []
