@@ -54,7 +54,7 @@ from ..core.environment import Environment
 from ..core.gate import Gate, parse_version
 from ..core.keras import keras_in_use, keras_version
 from ..core.keras import keras_is_separate as _keras_is_separate
-from ..core.memory import KIB
+from ..core.units import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "keras2_predict_loop"
