@@ -32,6 +32,7 @@ if tf_patches.report()["keras2_predict_loop"].status == "applied":
     from tf_patches.patches.keras2_predict_loop import adapter_module
     adapter = is_patched(adapter_module().TensorLikeDataAdapter.__init__)
 print(json.dumps({{"rows": {{row.name: row.status for row in tf_patches.report()}},
+                  "reasons": {{row.name: row.reason for row in tf_patches.report()}},
                   "keras_seed_warned": sum("keras_seed" in str(w.message) for w in caught),
                   "adapter_patched": adapter, "keras": keras.__name__}}))
 """
@@ -49,5 +50,8 @@ def test_keras_imported_first_still_gets_its_patches_and_traps(tf, first):
     assert rows["keras_seed"] == "applied" and result["keras_seed_warned"] == 1
     if rows["keras2_predict_loop"] == "applied":  # Keras 2: the oldest TF, or tf_keras
         assert result["adapter_patched"] is True
+        # The row says what it serves now, not that it waits for the import that has happened.
+        assert "is importing" not in result["reasons"]["keras2_predict_loop"], result["reasons"]
     else:
         assert rows["keras3_predict_loop"] == "applied"
+        assert "from when Keras loads it" not in result["reasons"]["keras3_predict_loop"], result["reasons"]

@@ -110,9 +110,18 @@ class PatchContext:
         # Bindings outside TF's packages that held an original replace_everywhere replaced: left as
         # they were (a guard cannot reach them; a patch may say so).
         self.user_bindings: List[str] = []
+        # What the report says of an applied patch once its install finished later (from an import
+        # hook): set through :meth:`now`; None keeps what install() returned.
+        self.later_reason: Optional[str] = None
         self.replaced: List[Replaced] = []  # in the order made; emptied by revert
         self._undo: List[Tuple[str, Callable[[], None]]] = []
         self._saved: Set[Tuple[int, str]] = set()  # (id(owner), attribute) whose first original is kept
+
+    def now(self, reason: str) -> None:
+        """Say in the report what the patch does now, where an import hook finished its install
+        after ``install()`` returned ("tf_keras is importing: ... once loaded" becomes what it
+        serves)."""
+        self.later_reason = reason
 
     # -- changes, each journaled for revert -------------------------------------------------
     def replace_attribute(self, owner: Any, attribute: str, replacement: Any) -> Any:

@@ -310,7 +310,8 @@ def _report() -> Report:
         rows = []
         for spec in registry.specs():
             state = _states.get(spec.name) or _State()
-            rows.append(Row(spec.name, spec.title, state.status, state.reason, spec.issue_url))
+            later = state.ctx.later_reason if state.status == APPLIED and state.ctx is not None else None
+            rows.append(Row(spec.name, spec.title, state.status, later or state.reason, spec.issue_url))
         env = _env
     return Report(tuple(rows), env, lambda: _fingerprint(env))
 

@@ -150,6 +150,7 @@ def install(ctx: PatchContext) -> str:
         def later(data_adapter: ModuleType) -> None:
             if ctx.active:
                 served.append(_serve(ctx, data_adapter))
+                ctx.now(served[-1])
 
         cancel = importhook.when_loaded(_ADAPTER_MODULES[package], later, f"{NAME} ({package}'s predict)")
         if cancel is None:  # it ran now: the data adapter was loaded already (or, importing, failed)

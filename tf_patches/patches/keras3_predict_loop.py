@@ -87,15 +87,17 @@ def trainer_module() -> ModuleType:
 
 
 def install(ctx: PatchContext) -> str:
+    served = (f"{_TRAINER}.TensorFlowTrainer.predict: one in-memory batch (arrays or tensors, no steps or "
+              "callbacks) runs the model's predict_function without an epoch iterator, the rest as before")
+
     def hook(trainer: ModuleType) -> None:
         if ctx.active:
             _serve(ctx, trainer)
+            ctx.now(served)
 
     # Now if Keras's TensorFlow trainer is loaded, else once it is (a program that imports keras
     # first has TF's import finish inside Keras's own: the trainer cannot be imported from there).
     cancel = importhook.when_loaded((_TRAINER,), hook, f"{NAME} (Keras 3's predict)")
-    served = (f"{_TRAINER}.TensorFlowTrainer.predict: one in-memory batch (arrays or tensors, no steps or "
-              "callbacks) runs the model's predict_function without an epoch iterator, the rest as before")
     if cancel is None:
         return served
     ctx.on_revert("the Keras trainer import hook", cancel)
