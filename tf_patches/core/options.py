@@ -59,6 +59,22 @@ def keywords(values: Mapping[str, Any]) -> str:
                      for name, value in values.items())
 
 
+class FixOptions:
+    """What a declaration whose fix is its ``options`` (``Signature``, ``Trap``) derives from them."""
+
+    __slots__ = ()
+
+    @property
+    def run_flags(self) -> Tuple[str, ...]:
+        """The fix as ``tf-patches run`` flags."""
+        return run_flags(self.options)  # type: ignore[attr-defined]
+
+    @property
+    def apply_kwargs(self) -> str:
+        """The fix as ``apply_all()`` arguments, as code."""
+        return keywords(self.options)  # type: ignore[attr-defined]
+
+
 def unset(value: Any) -> bool:
     """None or blank text: an empty variable (``VAR=``) is an unset one, as shells and Docker mean it."""
     return value is None or (isinstance(value, str) and not value.strip())

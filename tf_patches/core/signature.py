@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .context import _MISSING, raw_attribute, restore, tf_module
-from .options import keywords, run_flags
+from .options import FixOptions
 
 
 # The options key a diagnosis adds when it checks which probes to arm (spec.check): a signature
@@ -40,7 +40,7 @@ def by_minor(sizes: Mapping[str, int], default: Optional[int]) -> Callable[[str]
 
 
 @dataclass(frozen=True)
-class Signature:
+class Signature(FixOptions):
     """One known leak: how its unit is counted and sized, and the fix."""
 
     unit: str  # what one count is, plural ("fresh stateful random kernels")
@@ -56,14 +56,6 @@ class Signature:
     name: str = ""
     code_fix: str = ""
     upstream_fix: str = ""
-
-    @property
-    def run_flags(self) -> Tuple[str, ...]:
-        return run_flags(self.options)
-
-    @property
-    def apply_kwargs(self) -> str:
-        return keywords(self.options)
 
 
 class Installer:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from .errors import ReproducibilityWarning, logger
-from .options import keywords, run_flags
+from .options import FixOptions
 from .signature import Site
 
 REPRO_DIR_VARIABLE = "TF_PATCHES_REPRO_DIR"  # set by `tf-patches repro` for every process of a run
@@ -31,7 +31,7 @@ _MAX_EVENTS = 1_000  # per process: a trap springing at every trace of a long jo
 
 
 @dataclass(frozen=True)
-class Trap:
+class Trap(FixOptions):
     """One trap, as ``repro``, the report and the warning describe it."""
 
     explanation: str  # plain words, singular: what happens to the user's numbers
@@ -43,14 +43,6 @@ class Trap:
     # epoch): repro names it as a warning even when two runs are identical.
     too_repeatable: bool = False
     patch: str = ""  # registry name: the registry fills it in
-
-    @property
-    def run_flags(self) -> Tuple[str, ...]:
-        return run_flags(self.options)
-
-    @property
-    def apply_kwargs(self) -> str:
-        return keywords(self.options)
 
 
 class Event(NamedTuple):  # a NamedTuple: a quarter of a frozen dataclass's cost to define

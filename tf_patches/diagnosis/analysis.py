@@ -343,4 +343,4 @@ def _unique_conditions(armed: Sequence[Snapshot]) -> List[Dict[str, str]]:
 
 def joined(command: Optional[Sequence[str]]) -> str:
     """A command as a shell would take it back."""
-    return " ".join(shlex.quote(part) for part in command or ())
+    return shlex.join(command or ())
