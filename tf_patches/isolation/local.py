@@ -40,9 +40,8 @@ _KERAS_MODULES = ("keras", "tf_keras")  # Keras 2 or 3 (TF ≤ 2.15 / ≥ 2.16) 
 
 
 class IsolatedError(RuntimeError):
-    """:func:`run_isolated` got no result: the child crashed, was killed or timed out, or what it
-    had to send back could not be pickled. ``exitcode`` is the child's exit status when known
-    (negative: the signal that ended it)."""
+    """No result: the child crashed, was killed or timed out, or its result did not pickle.
+    ``exitcode``: the child's exit status when known (negative: the signal that ended it)."""
 
     def __init__(self, message: str, exitcode: Optional[int] = None):
         super().__init__(message)
@@ -153,8 +152,7 @@ class _Call(NamedTuple):
 
 def _run_calls(fn: Any, calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]], caller: str,
                timeout: Optional[float], limit: int, indexed: bool) -> List[Any]:
-    """Each ``fn(*args, **kwargs)`` of ``calls`` in a child of its own, ``limit`` at a time; their
-    results in order, or the first failure raised once every child's group is ended."""
+    """Each call in a child of its own, ``limit`` at a time: the results, or the first failure."""
     from ..core.engine import settings  # here: importing this module stays as cheap as tf_patches
 
     current, name = settings(), _name(fn)
@@ -169,8 +167,8 @@ def _run_calls(fn: Any, calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]], cal
             while (waiting or running) and failed is None and not signals.received:
                 while waiting and len(running) < limit:
                     index, (args, kwargs) = waiting.pop()
-                    label = f"{name}(items[{index}])" if indexed else name
-                    running.append(_Child(fn, args, kwargs, current, _Call(caller, label, index, indexed), timeout, stop))
+                    call = _Call(caller, f"{name}(items[{index}])" if indexed else name, index, indexed)
+                    running.append(_Child(fn, args, kwargs, current, call, timeout, stop))
                     running[-1].start()
                 stop.events.get()  # an outcome known, a child done, or a signal
                 failed = next((child for child in running if child.failed), None)
@@ -229,17 +227,23 @@ class _Child(threading.Thread):
                                        name=f"{call.caller}({call.label})")
         self.outcome: Optional[Tuple[str, Any]] = None  # what _outcome() gave; None: it died without
         self.known = self.timed_out = self.done = False
+        self.problem: Optional[BaseException] = None
         self._exit_fd: Optional[int] = None
 
     @property
     def failed(self) -> bool:
         """A failure known: a time-out, a crash, an exception (its exit status may come later)."""
-        return self.timed_out or (self.known and (self.outcome is None or self.outcome[0] != _RESULT))
+        return bool(self.problem) or self.timed_out or (
+            self.known and (self.outcome is None or self.outcome[0] != _RESULT))
 
     def run(self) -> None:
         try:
             if not self._stopping.is_set:
                 self._watch()
+        except BaseException as exc:  # it could not start, or a bug here: said, and nothing left running
+            self.problem = exc
+            if self.process.pid is not None:
+                processes.end(processes.Group(self.process.pid, self._exited))
         finally:
             if self._exit_fd is not None:
                 os.close(self._exit_fd)
@@ -250,8 +254,8 @@ class _Child(threading.Thread):
     def _watch(self) -> None:
         self.process.start()
         self._sender.close()  # the child's copy is the only writer left: its death reads as end of file
-        # Its exit is awaited by its process (a pidfd: Linux ≥ 5.3, Python ≥ 3.9; else polled), not
-        # by multiprocessing's sentinel, a pipe that a helper fn forked without exec holds open.
+        # Its exit awaited by a pidfd (else polled), not multiprocessing's sentinel: a helper forked
+        # by fn holds that pipe open.
         try:
             self._exit_fd = os.pidfd_open(self.process.pid)  # type: ignore[attr-defined]
         except (AttributeError, OSError):
@@ -290,6 +294,10 @@ class _Child(threading.Thread):
     def error(self) -> BaseException:
         """The failure, once done: the child's exception rebuilt, or what came of the child."""
         call, process = self.call, self.process
+        if self.problem is not None:
+            error = IsolatedError(f"{call.caller}: {call.label}: {type(self.problem).__name__}: {self.problem}")
+            error.__cause__ = self.problem
+            return error
         if self.timed_out:
             return IsolatedTimeout(
                 f"{call.caller}: {call.label} did not finish within {self.timeout:g} s; its "
@@ -363,8 +371,7 @@ def _loaded(pickled: bytes, named: str) -> Any:
 
 
 def _describe_exception(exc: BaseException) -> Tuple[Optional[bytes], str, str]:
-    """(the pickled exception, or None where it does not pickle; ``Type: message``; traceback).
-    An exception whose ``__str__`` or ``__reduce__`` raises is described all the same."""
+    """(the exception pickled, or None; ``Type: message``; traceback), whatever its __str__ or __reduce__ do."""
     try:
         pickled: Optional[bytes] = pickle.dumps(exc)
     except Exception:

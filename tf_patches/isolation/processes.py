@@ -34,12 +34,8 @@ class Process(NamedTuple):
 
 def table() -> Dict[int, Process]:
     """Every process of the machine by pid; ``OSError`` where there is no ``/proc``."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        process = _read(int(entry)) if entry.isdigit() else None
-        if process is not None:
-            found[int(entry)] = process
-    return found
+    found = {int(entry): _read(int(entry)) for entry in os.listdir("/proc") if entry.isdigit()}
+    return {pid: process for pid, process in found.items() if process is not None}
 
 
 def _read(pid: int) -> Optional[Process]:
@@ -91,9 +87,9 @@ class Group:
             processes = {} if self.exited() else table()
         except OSError:  # no /proc: its own group only
             processes = {}
-        own_session = os.getsid(0)
+        # Never a group of our own session (a descendant started before the child left it).
         self.groups |= {processes[pid].group for pid in tree(self.pid, processes)[1:]
-                        if processes[pid].state != "Z" and processes[pid].session != own_session}
+                        if processes[pid].state != "Z" and processes[pid].session != os.getsid(0)}
         for group in self.groups:
             try:
                 os.killpg(group, number)
@@ -124,8 +120,8 @@ def _signallable(group: int) -> bool:
 
 
 class Marked:
-    """What a command started (it shares our process group, for a terminal's Ctrl-C to reach it):
-    every live process but this one whose environment carries ``variable=value``, wherever it went."""
+    """What a command started (in our process group: a terminal's Ctrl-C reaches it), wherever it
+    went: every live process but this one whose environment carries ``variable=value``."""
 
     def __init__(self, variable: str, value: str):
         self.marker = f"{variable}={value}".encode()
@@ -159,11 +155,9 @@ def end(processes: Any) -> None:
     for number, wait_s in ((signal.SIGTERM, GRACE_S), (signal.SIGKILL, SETTLE_S)):
         processes.signal(number)
         deadline = time.monotonic() + wait_s
-        while processes.alive():
-            if time.monotonic() >= deadline:
-                break
+        while (left := processes.alive()) and time.monotonic() < deadline:
             time.sleep(POLL_S)
-        else:
+        if not left:
             return
 
 
@@ -216,8 +210,7 @@ class Signals:
         return self
 
     def between(self) -> None:
-        """The command has ended and another may start (``--verify``, repro's next run): what
-        arrives meanwhile waits for it, as before the first start."""
+        """The command has ended; what arrives before the next (``--verify``, repro) waits for it."""
         self._child = None
 
     def started(self, child: subprocess.Popen) -> None:

@@ -184,7 +184,7 @@ def _for_item(remote: Any, current: Optional[Dict[str, Any]], index: int) -> Any
 
 def _result(ray: Any, ref: Any, label: str, index: int) -> Any:
     """The item's result, or its failure raised as tf_patches.map_isolated raises it."""
-    from .local import IsolatedCrash, IsolatedError, _loaded, _rebuild
+    from .local import _RESULT, IsolatedCrash, IsolatedError, _loaded, _rebuild
 
     try:
         kind, value, pid = ray.get(ref)
@@ -198,16 +198,14 @@ def _result(ray: Any, ref: Any, label: str, index: int) -> Any:
         ) from exc
     except ray.exceptions.RayError as exc:
         raise IsolatedError(f"map_isolated: {label}: Ray gave no result: {exc}") from exc
-    if kind != "result":
+    if kind != _RESULT:
         raise _rebuild(*value, where=f"Ray worker pid {pid} of map_isolated, items[{index}]", index=index)
     return _loaded(value, f"map_isolated: {label}")
 
 
 def _call(fn: Callable[[Any], Any], item: Any, index: int, name: str) -> tuple:
-    """The task: ``fn(item)`` (``items[index]``) in this worker, its result pickled here (so that
-    one that does not unpickle on the driver is named as locally, not lost in Ray's wrapper);
-    its exception described as run_isolated's child does (so it comes back with its traceback as
-    the cause)."""
+    """The task: ``fn(item)`` in this worker, what came of it as run_isolated's child sends it (a
+    result that does not unpickle on the driver is then named as locally, not lost in Ray's)."""
     from .local import _outcome
 
     return (*_outcome(lambda: fn(item), f"map_isolated: {name}(items[{index}])"), os.getpid())
