@@ -42,7 +42,7 @@ from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set
 
 from .environment import Environment
 from .errors import logger
-from .frames import LIBRARY_PACKAGES, api_module
+from .frames import API_MODULES, API_PREFIXES, LIBRARY_PACKAGES
 
 # id(replacement) -> (replacement, original), for every replacement installed and not reverted.
 _installed: Dict[int, Tuple[Any, Any]] = {}
@@ -167,7 +167,7 @@ class PatchContext:
         later that import the name get the replacement from ``owner``; revert swaps those back.
 
         ``api_only``: the function is bound only in ``owner`` and TF's generated API modules
-        (:func:`tf_patches.core.frames.api_module`), so only those are searched: ≈5 ms instead of ≈25
+        (``API_MODULES`` and ``API_PREFIXES`` of :mod:`tf_patches.core.frames`), so only those are searched: ≈5 ms instead of ≈25
         for all 3,000 modules, and :attr:`user_bindings` stays empty. ``within``: the same for a
         function bound only inside one top-level package (``"keras"``: ≈1 ms instead of ≈7).
         ``tests/test_lifecycle.py`` checks on every TF tested that no binding in TF's packages is
@@ -177,9 +177,9 @@ class PatchContext:
         patched = [f"{owner.__name__}.{attribute}"]
         narrowed = api_only or bool(within)
         self._replace(owner, attribute, replacement, everywhere=True, narrowed=narrowed)
-        where = api_module if api_only else _in_package(within) if within else None
+        scope = _API_SCOPE if api_only else ((within,), (within + ".",)) if within else None
         left = []
-        for module_name, module, name in _bindings(original, where):
+        for module_name, module, name in _bindings(original, scope):
             if module is owner and name == attribute:
                 continue
             if _library_module(module_name, module):
@@ -331,14 +331,32 @@ def _library_module(module_name: str, module: ModuleType) -> bool:
             and own_name.partition(".")[0] in LIBRARY_PACKAGES)
 
 
-def _in_package(package: str) -> Callable[[str], bool]:
-    prefix = package + "."
-    return lambda name: name == package or name.startswith(prefix)
+# A scope of the search: module names taken whole, and prefixes (TF's API modules, or one package).
+_Scope = Tuple[Tuple[str, ...], Tuple[str, ...]]
+_API_SCOPE: _Scope = (tuple(API_MODULES), tuple(API_PREFIXES))
+# The modules of each scope, with the count of loaded modules they were chosen from: chosen again
+# only when that count changed. apply_all() searches the API modules once per replaced function
+# (twice by default, 8 times under deterministic=True); choosing them among 3,000 costs ≈1 ms.
+_chosen: Dict[_Scope, Tuple[int, List[Tuple[str, ModuleType]]]] = {}
 
 
-def _bindings(target: Any, where: Optional[Callable[[str], bool]] = None) -> List[Tuple[str, ModuleType, str]]:
+def _modules(scope: Optional[_Scope]) -> List[Tuple[str, ModuleType]]:
+    if scope is None:
+        return list(sys.modules.items())
+    count = len(sys.modules)
+    cached = _chosen.get(scope)
+    if cached is not None and cached[0] == count:
+        return cached[1]
+    whole, prefixes = scope
+    chosen = [(name, module) for name, module in list(sys.modules.items())
+              if name in whole or name.startswith(prefixes)]
+    _chosen[scope] = (count, chosen)
+    return chosen
+
+
+def _bindings(target: Any, scope: Optional[_Scope] = None) -> List[Tuple[str, ModuleType, str]]:
     """Every (module name, module, attribute) of a loaded module bound to ``target`` (of the
-    modules whose name ``where`` accepts, if given).
+    modules in ``scope``, if given).
 
     TF has some 3,000 modules (≈120,000 names with Keras): each namespace is first searched at C
     speed for the target itself (``is``, never an object's own ``==``, which for a NumPy array
@@ -346,9 +364,7 @@ def _bindings(target: Any, where: Optional[Callable[[str], bool]] = None) -> Lis
     13 on TF 2.21, 11 against 18 on 2.12), and only the few that hold ``target`` are walked in Python.
     """
     found = []
-    for module_name, module in list(sys.modules.items()):
-        if where is not None and not where(module_name):
-            continue
+    for module_name, module in _modules(scope):
         namespace = getattr(module, "__dict__", None)
         if type(namespace) is not dict or not any(map(is_, repeat(target), namespace.values())):
             continue

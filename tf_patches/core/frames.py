@@ -27,10 +27,6 @@ API_PREFIXES = ("tensorflow._api.", "tensorflow.compat.", "tensorflow_core._api.
                 "keras.api.", "keras._tf_keras.", "tf_keras.api.")
 
 
-def api_module(name: str) -> bool:
-    return name in API_MODULES or name.startswith(API_PREFIXES)
-
-
 def package_dirs(names: Tuple[str, ...] = LIBRARY_PACKAGES) -> Tuple[str, ...]:
     """The installed directories of these top-level packages (found without importing them),
     each ending with a separator so that ``startswith`` matches whole path components."""
