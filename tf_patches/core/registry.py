@@ -103,6 +103,9 @@ def unknown_names(module: ModuleType) -> List[str]:
 
 @dataclass(frozen=True)
 class PatchSpec:
+    """What a patch module declares, read once (:meth:`from_module`). (A docstring of its own also
+    spares ``dataclass`` an ``inspect.signature`` of the class to write one: ≈0.3 ms at import.)"""
+
     name: str
     title: str
     issue_url: str
