@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import subprocess
 import sys
 import threading
@@ -194,6 +195,15 @@ def test_report_is_a_table_and_json(tf):
     assert row["issue_url"].endswith("36164")
     assert Version(data["environment"]["version"]) == Version(tf.__version__)
     assert [r.name for r in tf_patches.report()] == list(registry.names())
+
+
+def test_reports_pickle_with_the_fingerprint_read_where_they_were_made(tf):
+    """A report crosses processes (map_isolated, Ray): its fingerprint is read before it leaves,
+    though apply_all()'s own report reads it only when asked."""
+    for report in (tf_patches.apply_all(), tf_patches.report()):
+        copy = pickle.loads(pickle.dumps(report))
+        assert copy.rows == report.rows and copy.environment == report.environment
+        assert copy.fingerprint == report.fingerprint and copy.fingerprint["tensorflow"]
 
 
 def test_detect_reads_the_running_tensorflow(tf):

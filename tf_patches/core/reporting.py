@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, partial
 from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 from .environment import Environment
@@ -40,6 +40,11 @@ class Report:
         """What decides the numbers besides code and seeds; for ``apply_all()``'s report, read when
         first asked (``tf_patches.report()`` reads it at once)."""
         return self.read_fingerprint() if self.read_fingerprint is not None else None
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Pickled (a report returned from map_isolated or a Ray task) with the fingerprint read
+        # here, in the process the report describes: the reader does not travel.
+        return (Report, (self.rows, self.environment, partial(dict, self.fingerprint or {})))
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.rows)
