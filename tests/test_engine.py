@@ -21,6 +21,7 @@ from tf_patches.core import registry
 from tf_patches.core.context import tf_module
 from tf_patches.core.errors import ConfigWarning, TfPatchesError
 from tf_patches.core.gate import Gate, parse_version
+from tf_patches.core.reporting import Report
 
 from .fresh import ROOT, run_fresh
 
@@ -204,6 +205,7 @@ def test_reports_pickle_with_the_fingerprint_read_where_they_were_made(tf):
         copy = pickle.loads(pickle.dumps(report))
         assert copy.rows == report.rows and copy.environment == report.environment
         assert copy.fingerprint == report.fingerprint and copy.fingerprint["tensorflow"]
+    assert pickle.loads(pickle.dumps(Report(()))).fingerprint is None  # none read stays none
 
 
 def test_detect_reads_the_running_tensorflow(tf):

@@ -44,7 +44,8 @@ class Report:
     def __reduce__(self) -> Tuple[Any, ...]:
         # Pickled (a report returned from map_isolated or a Ray task) with the fingerprint read
         # here, in the process the report describes: the reader does not travel.
-        return (Report, (self.rows, self.environment, partial(dict, self.fingerprint or {})))
+        fingerprint = self.fingerprint
+        return (Report, (self.rows, self.environment, None if fingerprint is None else partial(dict, fingerprint)))
 
     def __iter__(self) -> Iterator[Row]:
         return iter(self.rows)
