@@ -162,13 +162,8 @@ class _Iterations:
 
     def begin(self, dataset: Any, frame: Any) -> None:
         """An eager iterator is about to be created over ``dataset``."""
-        made = _made_by_keras(frame)
-        if made == "unread":
-            return  # not an iteration: nothing reads it
-        # Keras 3's fit makes each epoch's iterator at the end of the one before (unread after the
-        # last epoch): there, the second iterator repeats nothing yet, and the third says it did.
-        repeats_from = 3 if made == "ahead" else 2
         seen = set()
+        counted = []  # (wrapper, its draws, its streams): the functions this iteration counts for
         for read in functions.datasets_read(dataset):
             for wrapper in functions.functions_of(read):
                 if id(wrapper) in seen:
@@ -176,15 +171,24 @@ class _Iterations:
                 seen.add(id(wrapper))
                 streams = self.streams.get(wrapper)
                 draws = functions.draws_of(wrapper)
-                if draws is None and not streams:
-                    continue
-                with self._lock:
-                    count = self._counts[wrapper] = self._counts.get(wrapper, 0) + 1
-                if streams:
-                    for stream in streams:
-                        stream.variable.assign(stream.state(count))
-                if draws is not None and count >= repeats_from:
-                    self._warn(draws, frame)
+                if draws is not None or streams:
+                    counted.append((wrapper, draws, streams))
+        if not counted:
+            return
+        made = _made_by_keras(frame)  # read only here: most iterators have nothing to count
+        if made == "unread":
+            return  # not an iteration: nothing reads it
+        # Keras 3's fit makes each epoch's iterator at the end of the one before (unread after the
+        # last epoch): there, the second iterator repeats nothing yet, and the third says it did.
+        repeats_from = 3 if made == "ahead" else 2
+        for wrapper, draws, streams in counted:
+            with self._lock:
+                count = self._counts[wrapper] = self._counts.get(wrapper, 0) + 1
+            if streams:
+                for stream in streams:
+                    stream.variable.assign(stream.state(count))
+            if draws is not None and count >= repeats_from:
+                self._warn(draws, frame)
 
     def _warn(self, draws: functions.SeededDraws, frame: Any) -> None:
         what = f"the function {draws.function!r} passed to this dataset" if draws.function else \
