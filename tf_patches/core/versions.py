@@ -13,7 +13,10 @@ version packaging accepts is read as packaging reads it (``tests/test_gate.py`` 
 
 from __future__ import annotations
 
+from operator import eq, ge, gt, le, lt, ne
+
 _OPERATORS = ("===", "~=", "==", "!=", "<=", ">=", "<", ">")  # longest first
+_COMPARISONS = {"==": eq, "!=": ne, "<": lt, "<=": le, ">": gt, ">=": ge}
 
 
 class Release:
@@ -44,9 +47,6 @@ class Release:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Release) and self._key == other._key
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
 
     def __lt__(self, other: "Release") -> bool:
         return self._key < other._key
@@ -124,8 +124,7 @@ def _matches(version: Release, operator: str, numbers: tuple, wildcard: bool) ->
     other = Release(numbers)
     if operator == "~=":  # ~=2.4.1 is >=2.4.1 and ==2.4.*
         return version >= other and _matches(version, "==", numbers[:-1], True)
-    return {"==": version == other, "!=": version != other, "<": version < other,
-            "<=": version <= other, ">": version > other, ">=": version >= other}[operator]
+    return _COMPARISONS[operator](version, other)
 
 
 def _numbers(text: str) -> "tuple | None":
