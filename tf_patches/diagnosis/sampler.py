@@ -213,7 +213,10 @@ class Diagnosis:
         """This process's diagnosis so far (what a child writes for the command, as JSON)."""
         with self._lock:
             seen = self._seen
-            return replace(seen, pid=os.getpid(), armed=self._armed_at and round(self._armed_at, 3),
+            # argv read now, as before the typed snapshot: under `python -m mod` it is ['-m', ...]
+            # at interpreter start, when a diagnosed process makes its Diagnosis.
+            return replace(seen, pid=os.getpid(), argv=list(sys.argv),
+                           armed=self._armed_at and round(self._armed_at, 3),
                            signatures=[probe.patch for probe in self._probes],
                            samples=[list(sample) for sample in seen.samples], onsets=dict(seen.onsets),
                            heap_samples=[list(sample) for sample in seen.heap_samples], skipped=dict(seen.skipped),
