@@ -189,7 +189,6 @@ def _diagnosed(command: Sequence[str], args: argparse.Namespace, signals: proces
     directory = tempfile.mkdtemp(prefix="tf-patches-diagnose-")
     try:
         env = _child_environment(args, directory, interval)
-        signals.between()  # the --verify run's: what arrived since the first run ended goes to it
         started = _run_once(command, env, directory, interval, signals, args.interval is not None, title)
         if isinstance(started, int):
             return started
