@@ -16,7 +16,7 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, Mapping, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .errors import ConfigWarning, brief, logger
 
@@ -48,9 +48,17 @@ def run_flag(name: str) -> str:
 
 def run_flags(values: Mapping[str, Any]) -> Tuple[str, ...]:
     """The ``tf-patches run`` flags that set these ``apply_all`` keywords (a fix declared as its
-    options, :class:`~tf_patches.core.signature.Signature`): ``--name VALUE``, a bare ``--name`` for True."""
-    return tuple(part for name, value in values.items()
-                 for part in (run_flag(name),) + (() if value is True else (str(value),)))
+    options, :class:`~tf_patches.core.signature.Signature`; ``repro(options=...)``): ``--name
+    VALUE``, a bare ``--name`` for True, a list comma-joined; nothing for False or None."""
+    flags: List[str] = []
+    for name, value in values.items():
+        if isinstance(value, bool):
+            flags += [run_flag(name)] if value else []
+        elif isinstance(value, (list, tuple)):
+            flags += [run_flag(name), ",".join(map(str, value))]
+        elif value is not None:
+            flags += [run_flag(name), str(value)]
+    return tuple(flags)
 
 
 def keywords(values: Mapping[str, Any]) -> str:

@@ -27,6 +27,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
 from ..core import files, streams
+from ..core.options import run_flag, run_flags
 from ..diagnosis.verify import fix_arguments
 from ..isolation import processes
 from . import report as reporting
@@ -116,19 +117,11 @@ def option_flags(options: Mapping[str, Any]) -> List[str]:
     """``apply_all`` keywords as ``tf-patches run`` flags."""
     from ..core.registry import all_options
 
-    known = {option.name: option for option in all_options()}
-    flags: List[str] = []
-    for name, value in options.items():
+    known = {option.name for option in all_options()}
+    for name in options:
         if name not in known:
             raise TypeError(f"unknown option {name!r}; apply_all() takes: {', '.join(sorted(known))}")
-        flag = "--" + name.replace("_", "-")
-        if isinstance(value, bool):
-            flags += [flag] if value else []
-        elif isinstance(value, (list, tuple)):
-            flags += [flag, ",".join(map(str, value))]
-        elif value is not None:
-            flags += [flag, str(value)]
-    return flags
+    return list(run_flags(options))
 
 
 def examine(args: argparse.Namespace, command: Sequence[str], signals: processes.Signals,
@@ -279,7 +272,7 @@ def _flags_of(args: argparse.Namespace) -> List[str]:
     for option in all_options():
         value = getattr(args, option.env_var, None)
         if value:
-            flags += ["--" + option.name.replace("_", "-")] + ([] if value == "1" and _is_flag(option) else [value])
+            flags += [run_flag(option.name)] + ([] if value == "1" and _is_flag(option) else [value])
     return flags + (["--malloc", args.malloc] if args.malloc else [])
 
 
