@@ -575,3 +575,45 @@ def test_a_nested_timeout_ends_the_inner_items_too(tmp_path):
     while any(map(live, pids)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert [pid for pid in pids if live(pid)] == []
+
+
+def finish_late_or_linger_without_result(item: int) -> int:
+    """Item 0 returns after 3 s; item 1 closes its result pipe (a crash, known at once) and lingers."""
+    if item == 0:
+        time.sleep(3)
+        return 0
+    time.sleep(0.3)
+    os.closerange(3, 1024)
+    time.sleep(60)
+    return 1
+
+
+def test_a_ctrl_c_during_the_stop_cuts_the_exit_grace_short():
+    """A failure stops the items; a child that ended without a result is left its exit grace (30 s)
+    but for an interrupt: a Ctrl-C that comes during that grace ends it at once."""
+    code = ("import os, signal, threading, tf_patches\n"
+            "from tests.test_isolation import finish_late_or_linger_without_result\n"
+            "if __name__ == '__main__':\n"
+            "    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT)).start()\n"
+            "    tf_patches.map_isolated(finish_late_or_linger_without_result, [0, 1])\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], env=fresh_env(), cwd=str(ROOT),
+                              stderr=subprocess.PIPE, start_new_session=True, preexec_fn=ctrl_c_works)
+    try:
+        parent.wait(timeout=20)  # not the 30 s grace
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait()
+    assert b"KeyboardInterrupt" in parent.stderr.read()
+
+
+def test_a_timed_out_command_that_dropped_the_mark_is_ended_too():
+    """supervise() past its time-out ends the marked processes, and the command itself though it
+    exec'd with another environment (env -i): it does not run on to its end."""
+    from tf_patches.isolation import processes
+
+    with processes.Signals() as signals:
+        child = subprocess.Popen(["env", "-i", "sleep", "30"])
+        returncode, timed_out = processes.supervise(child, signals, processes.Marked("TF_PATCHES_NO_SUCH_MARK", "x"),
+                                                    timeout=1)
+    assert timed_out and returncode == -signal.SIGKILL

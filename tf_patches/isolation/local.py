@@ -162,7 +162,7 @@ def _run_calls(fn: Any, calls: List[Tuple[Tuple[Any, ...], Dict[str, Any]]], cal
     failed: Optional[_Child] = None
     stop = _Stop()
     # A Ctrl-C or SIGTERM must not leave the children running (each leads a session): they go first.
-    with processes.Signals(forwarded=(), noted=("SIGINT", "SIGTERM"), wake=stop.events.put) as signals:
+    with processes.Signals(forwarded=(), noted=("SIGINT", "SIGTERM"), wake=stop.wake) as signals:
         try:
             while (waiting or running) and failed is None and not signals.received:
                 while waiting and len(running) < limit:
@@ -200,8 +200,14 @@ class _Stop:
         self.interrupted = self.is_set = False
 
     def set(self, interrupted: bool) -> None:
-        self.interrupted, self.is_set = interrupted, True
+        self.interrupted, self.is_set = self.interrupted or interrupted, True
         self._writer.send_bytes(b"")
+
+    def wake(self, number: int) -> None:
+        """A SIGINT or SIGTERM (from the signal handler): an interrupt, also one that comes during
+        the stop, which then cuts the children's exit grace short."""
+        self.interrupted = True
+        self.events.put(number)
 
 
 class _Child(threading.Thread):
@@ -287,8 +293,12 @@ class _Child(threading.Thread):
 
     def _wait(self, until: float, *readers: Any) -> None:
         """Until then, a reader, the exit or a stop (in steps poll() takes: 2**31 - 1 ms at most)."""
-        step = _MAX_WAIT_S if self._exit_fd is not None else processes.POLL_S
-        waitables = [*readers, self._stopping.reader, *([] if self._exit_fd is None else [self._exit_fd])]
+        stopping = self._stopping
+        # Once set, the stop's pipe stays readable: waited on then, it would spin. Short steps instead,
+        # which also see an interrupt that comes during the stop.
+        step = _MAX_WAIT_S if self._exit_fd is not None and not stopping.is_set else processes.POLL_S
+        waitables = [*readers, *([] if stopping.is_set else [stopping.reader]),
+                     *([] if self._exit_fd is None else [self._exit_fd])]
         multiprocessing.connection.wait(waitables, max(0.0, min(until - time.monotonic(), step)))
 
     def error(self) -> BaseException:
