@@ -88,8 +88,9 @@ class Group:
         except OSError:  # no /proc: its own group only
             processes = {}
         # Never a group of our own session (a descendant started before the child left it).
+        ours = os.getsid(0)
         self.groups |= {processes[pid].group for pid in tree(self.pid, processes)[1:]
-                        if processes[pid].state != "Z" and processes[pid].session != os.getsid(0)}
+                        if processes[pid].state != "Z" and processes[pid].session != ours}
         for group in self.groups:
             try:
                 os.killpg(group, number)
@@ -105,6 +106,8 @@ class Group:
         if not self.exited():
             return True
         groups = [group for group in self.groups if _signallable(group)]
+        if not groups:  # the usual end: no /proc scan
+            return False
         try:
             return any(process.group in groups and process.state != "Z" for process in table().values())
         except OSError:
@@ -134,9 +137,11 @@ class Marked:
         except OSError:
             processes = {}
         for pid, process in processes.items():
+            if pid == os.getpid() or process.state == "Z":
+                continue
             try:
                 with open(f"/proc/{pid}/environ", "rb") as environ:
-                    if pid != os.getpid() and process.state != "Z" and self.marker in environ.read().split(b"\0"):
+                    if self.marker in environ.read().split(b"\0"):
                         self.pids.append(pid)
             except OSError:  # gone, or another user's
                 continue
@@ -179,6 +184,8 @@ def supervise(child: subprocess.Popen, signals: "Signals", leftovers: Marked, ti
                 continue
             timed_out = True
             end(leftovers)  # the command and all it started
+            if child.poll() is None:  # it dropped the mark (exec'd with env -i): ended all the same
+                child.kill()
             returncode = child.wait()
             break
     end(leftovers)
