@@ -26,6 +26,8 @@ from ..core.registry import all_options
 
 HELP = "run a command with the patches applied in it and in every Python process it starts"
 EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_NOT_FOUND = 125, 126, 127
+HASH_SEED_VARIABLE = "PYTHONHASHSEED"
+_MAX_HASH_SEED = 4294967295  # Python's own limit for PYTHONHASHSEED
 T = TypeVar("T")
 
 
@@ -45,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--malloc", choices=sorted(allocator.ALLOCATORS),
         help="preload this allocator (LD_PRELOAD) in the command and everything it starts; "
              "fails before the command starts when it is not installed",
+    )
+    parser.add_argument(
+        "--hash-seed", metavar="N", type=_hash_seed,
+        help="set PYTHONHASHSEED=N for the command (Python reads it at start-up only): sets and dicts of "
+             "strings then iterate in the same order on every run",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command to run, after --")
 
@@ -81,6 +88,8 @@ def command_environment(args: argparse.Namespace) -> Dict[str, str]:
     if _start_reported_a_failing_sitecustomize():
         env[bootstrap.REPORTED_VARIABLE] = str(os.getpid())  # the PID a Python command keeps
     env.update(patch_variables(args))
+    if getattr(args, "hash_seed", None) is not None:
+        env[HASH_SEED_VARIABLE] = args.hash_seed
     if args.malloc:
         library = allocator.find(args.malloc)
         # Ours first: the first library that defines malloc wins.
@@ -102,6 +111,14 @@ def _checked(option: Option) -> Callable[[str], str]:
         return value
 
     return check
+
+
+def _hash_seed(text: str) -> str:
+    """``--hash-seed``: what Python accepts in PYTHONHASHSEED (0 to 4294967295, or "random")."""
+    value = text.strip()
+    if value == "random" or (value.isdigit() and int(value) <= _MAX_HASH_SEED):
+        return value
+    raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {_MAX_HASH_SEED} (or random), got {text!r}")
 
 
 def _start_reported_a_failing_sitecustomize() -> bool:

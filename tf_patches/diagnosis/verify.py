@@ -55,6 +55,8 @@ def fix_arguments(args: argparse.Namespace, flags: Sequence[str]) -> argparse.Na
     fixed.patched = True
     for key, value in autoapply.patch_variables(parsed).items():
         setattr(fixed, key, value)
+    if parsed.hash_seed is not None:  # a run flag of its own: PYTHONHASHSEED, not a patch option
+        fixed.hash_seed = parsed.hash_seed
     return fixed
 
 

@@ -1,17 +1,21 @@
 """``tf-patches repro [options] -- COMMAND...``: run a command several times, each as a fresh
-process tree with the patches applied as ``tf-patches run`` applies them (trap detectors warn, and
-record), and say whether its runs repeat and, if not, why; :func:`repro` is the same for tests.
+process tree with the patches applied as ``tf-patches run`` applies them (trap detectors and the
+randomness recorders armed), and say whether its runs repeat and, if not, why; :func:`repro` is
+the same for tests.
 
-Runs are sequential (two racing for the cores would change thread timing), each with standard
-input from ``/dev/null``; their standard output (and error, with ``--compare-stderr``) and the
-``--compare`` files are compared with run 1's. The report goes to stderr (``--json``: one JSON
-document on a line of its own on stdout; ``--output FILE``: to the file, checked before the first
-run). ``--verify`` runs the command as many times again with the fixes the report named (the
-union of their ``tf-patches run`` flags) and says whether the runs then repeat.
+Runs are sequential (two racing for the cores would change thread timing). A redirected standard
+input is read once and given to every run (a terminal is never read: the runs get an empty one).
+Their standard output (and error, with ``--compare-stderr``) and the ``--compare`` files are
+compared with run 1's (:mod:`.compare`). Where they differ, the evidence names suspects
+(:mod:`.causes`) and experiments turn one knob at a time to confirm them (:mod:`.experiments`;
+``--experiments N``, ``--no-experiments``). The report goes to stderr (``--json``: one JSON document
+on a line of its own on stdout; ``--output FILE``: to the file, checked before the first run).
+``--verify`` runs the command as many times again with the fixes of the causes named (the union of
+their ``tf-patches run`` flags) and says whether the runs then repeat.
 
-Exit status: 0 repeatable, 1 not repeatable, 2 a usage error; a run that failed gives its own
-status (a signal death: the same death), after a report naming the run; 124 a run that timed out;
-125-127 as ``tf-patches run`` (tf-patches failed, the command cannot run, not found).
+Exit status, never the program's own (the JSON keeps each run's): 0 repeatable, 1 not repeatable,
+2 a usage error (or a report asked for and not written), 3 not checked (nothing could be compared:
+a run could not start or timed out, fewer than two runs finished, a ``--compare`` path no run wrote).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
@@ -31,11 +35,17 @@ from ..core.options import run_flag, run_flags
 from ..diagnosis.verify import fix_arguments
 from ..isolation import processes
 from . import report as reporting
+from . import runner
+from .compare import compare
+from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
+from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport
 from .runner import Run, run_once
+from .vocabulary import Knob
 
 HELP = "run a command several times and say whether its runs repeat, and if not, why"
-EXIT_REPEATABLE, EXIT_NOT_REPEATABLE, EXIT_USAGE = 0, 1, 2
+EXIT_REPEATABLE, EXIT_NOT_REPEATABLE, EXIT_USAGE, EXIT_NOT_CHECKED = 0, 1, 2, 3
+KNOBS_VARIABLE = "TF_PATCHES_REPRO_KNOBS"  # read by the recorders in each process of an experiment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -45,15 +55,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              ".h5, .keras, checkpoints by array, others byte for byte (repeatable)")
     parser.add_argument("--compare-stderr", action="store_true", help="also compare standard error")
     parser.add_argument("--ignore", metavar="REGEX", action="append", default=[],
-                        help="mask what matches in each line before comparing, beside durations, "
-                             "rates, times, PIDs, addresses and temporary paths (repeatable)")
+                        help="mask what matches in each line before comparing, beside durations on "
+                             "timing lines, rates, times, PIDs, addresses and temporary folders (repeatable)")
     parser.add_argument("--timeout", metavar="S", type=_seconds, help="end a run (and all it started) after S seconds")
     parser.add_argument("--keep", metavar="DIR", help="keep each run's output, files and evidence in DIR")
     parser.add_argument("--against", metavar="REPORT.json",
                         help="name the fingerprint fields that differ from another machine's report "
                              "(tf-patches repro --json or tf-patches report --json)")
+    parser.add_argument("--experiments", metavar="N", type=_experiments, default=DEFAULT_LIMIT,
+                        help=f"where the runs differ, at most N experiments ({EXPERIMENT_RUNS} runs each, one "
+                             f"knob turned) to confirm a cause (default {DEFAULT_LIMIT})")
+    parser.add_argument("--no-experiments", dest="experiments", action="store_const", const=0,
+                        help="name suspects from the evidence only, run no experiment")
     parser.add_argument("--verify", action="store_true",
-                        help="run the command as many times again with the fixes the report names, and "
+                        help="run the command as many times again with the fixes of the causes named, and "
                              "say whether the runs then repeat")
     parser.add_argument("--json", action="store_true",
                         help="print the report as one JSON document on a line of its own on stdout")
@@ -73,28 +88,31 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         with processes.Signals() as signals:
-            report = examine(args, command, signals, progress=True)
+            report = examine(args, command, signals, progress=True, stdin=sys.stdin)
     except allocator.AllocatorNotFound as exc:
         _say(f"--malloc {args.malloc}: {exc}")
-        return autoapply.EXIT_FAILED
+        return EXIT_USAGE
     written = _output(args, report)
-    status = exit_status(report)
     # A report the user asked for and did not get is no success (as diagnose --output).
-    return EXIT_USAGE if not written and status == 0 else status
+    return EXIT_USAGE if not written else exit_status(report)
 
 
 def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (), compare_stderr: bool = False,
           ignore: Sequence[str] = (), timeout: Optional[float] = None, keep: Optional[str] = None,
-          against: Optional[str] = None, verify: bool = False, options: Optional[Mapping[str, Any]] = None
-          ) -> reporting.ReproReport:
+          against: Optional[str] = None, verify: bool = False, experiments: int = DEFAULT_LIMIT,
+          options: Optional[Mapping[str, Any]] = None) -> ReproReport:
     """``tf-patches repro`` as a function: run ``command`` (a list of strings) ``runs`` times and
-    return the :class:`~tf_patches.repro.report.ReproReport` (``.verdict``, ``.repeatable``,
+    return the :class:`~tf_patches.repro.model.ReproReport` (``.verdict``, ``.repeatable``,
     ``.first_difference``, ``.causes``, ``.to_dict()`` with the ``--json`` schema). ``options`` are
     ``apply_all`` keywords for the runs (``{"deterministic": True, "seed": 1}``), as ``tf-patches
-    run``'s flags. Bad arguments raise ValueError/TypeError before any run."""
+    run``'s flags; ``experiments=0`` runs none. The runs get an empty standard input. Bad arguments
+    raise ValueError/TypeError before any run."""
     if isinstance(command, (str, bytes)) or not command or not all(isinstance(part, str) for part in command):
         raise TypeError(f"command must be a non-empty list of strings, got {command!r}")
-    argv = ["--runs", str(runs), *(["--compare-stderr"] if compare_stderr else []), *(["--verify"] if verify else [])]
+    if isinstance(experiments, bool) or not isinstance(experiments, int) or experiments < 0:
+        raise ValueError(f"experiments must be a whole number >= 0, got {experiments!r}")
+    argv = ["--runs", str(runs), "--experiments", str(experiments),
+            *(["--compare-stderr"] if compare_stderr else []), *(["--verify"] if verify else [])]
     for flag, values in (("--compare", compare), ("--ignore", ignore)):
         if isinstance(values, (str, bytes)):
             raise TypeError(f"{flag[2:]} must be a list of strings, got {values!r}")
@@ -124,79 +142,176 @@ def option_flags(options: Mapping[str, Any]) -> List[str]:
     return list(run_flags(options))
 
 
+class _Series:
+    """What every series of runs of one ``repro`` shares: the command, its environment, the
+    folder, standard input, and the working folder's entries before run 1 (what runs left)."""
+
+    def __init__(self, args: argparse.Namespace, command: Sequence[str], base: str, signals: processes.Signals,
+                 progress: bool, stdin: Optional[str]) -> None:
+        self.args, self.command, self.base, self.signals, self.progress = args, list(command), base, signals, progress
+        self.stdin = stdin
+        self.cwd = os.getcwd()
+        self.before = _entries(self.cwd)
+        self.series = 0
+
+    def runs(self, name: str, env: Dict[str, str], count: int, fresh_state: bool = False) -> List[Run]:
+        self.series += 1
+        runs: List[Run] = []
+        for number in range(1, count + 1):
+            if self.progress:
+                _say(f"{name} {number} of {count}: {reporting.joined(self.command)}")
+            folder = os.path.join(self.base, f"{self.series:02d}-{name.replace(' ', '-')}-{number}")
+            os.makedirs(folder, exist_ok=True)
+            if fresh_state:
+                self.clear_left_behind(folder)
+            run = run_once(self.command, env, folder, number, self.args.compare, self.args.timeout, self.signals,
+                           **({"stdin": self.stdin} if self.stdin else {}))
+            runs.append(run)
+            if run.returncode is None or run.timed_out or self.signals.received:
+                break  # could not start, cut short, or told to stop: no run after it compares
+        return runs
+
+    def left_behind(self) -> List[str]:
+        """What the runs created in the working folder that was not there before run 1 (the
+        --compare paths, --keep and --output aside)."""
+        ours = {os.path.normpath(path).split(os.sep)[0] for path in
+                [*self.args.compare, *(p for p in (self.args.keep, self.args.output) if p)] if not os.path.isabs(path)}
+        return sorted(name for name in _entries(self.cwd) - self.before if name not in ours)
+
+    def clear_left_behind(self, folder: str) -> None:
+        """Before a fresh-state run: what earlier runs created moves into ``folder``/left-behind."""
+        aside = os.path.join(folder, "left-behind")
+        for name in self.left_behind():
+            os.makedirs(aside, exist_ok=True)
+            try:
+                shutil.move(os.path.join(self.cwd, name), os.path.join(aside, name))
+            except OSError:
+                pass
+
+
 def examine(args: argparse.Namespace, command: Sequence[str], signals: processes.Signals,
-            progress: bool = False) -> reporting.ReproReport:
-    """The runs, the report, and (``--verify``) the fix runs."""
+            progress: bool = False, stdin: Any = None) -> ReproReport:
+    """The runs, the report, the experiments where runs differ, and (``--verify``) the fix runs."""
     masker = Masker(compile_ignores(args.ignore))
     against = _read_against(args.against) if args.against else None
     base = args.keep or tempfile.mkdtemp(prefix="tf-patches-repro-")
     os.makedirs(base, exist_ok=True)
     try:
+        given = _stdin(stdin, base)
+        series = _Series(args, command, base, signals, progress, given[0])
         env = autoapply.command_environment(args)
-        runs = _runs_of(command, env, base, "run", args, signals, progress)
-        report = reporting.build(command, runs, args.compare, masker, args.compare_stderr, against, args.against or "")
+        runs = series.runs("run", env, args.runs)
+        left = series.left_behind()
+        report = reporting.build(command, runs, args.compare, masker, args.compare_stderr, against,
+                                 args.against or "", left, series.cwd)
+        report.stdin = given[1]
         report.patch_flags = _flags_of(args)
+        if report.verdict == NOT_REPEATABLE:
+            _experiment(report, series, masker, env)
         if args.keep:
             report.notes.append(f"each run's output, files and evidence are kept in {args.keep}")
         if args.verify:
-            _verify(report, args, command, base, masker, signals, progress)
+            _verify(report, series, masker)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     return report
 
 
-def _runs_of(command: Sequence[str], env: Dict[str, str], base: str, name: str, args: argparse.Namespace,
-             signals: processes.Signals, progress: bool) -> List[Run]:
-    runs: List[Run] = []
-    for number in range(1, args.runs + 1):
-        if progress:
-            _say(f"{name} {number} of {args.runs}: {reporting._joined(command)}")
-        folder = os.path.join(base, f"{name}-{number}")
-        os.makedirs(folder, exist_ok=True)
-        run = run_once(command, env, folder, number, args.compare, args.timeout, signals)
-        runs.append(run)
-        if run.failed or signals.received:  # a failed run ends the series: its report says which and how
-            break
-    return runs
+def _experiment(report: ReproReport, series: _Series, masker: Masker, env: Dict[str, str]) -> None:
+    """Confirm or rule out the suspects by experiment (or, with none, find what makes runs repeat)."""
+    args = series.args
+    if args.experiments <= 0:
+        for cause in report.causes:
+            cause.evidence.append("not tested (--no-experiments): a suspect")
+        if not report.causes:
+            from .experiments import unknown
+
+            report.causes = [unknown([])]
+        return
+    if series.signals.received:
+        report.notes.append("no experiment: a signal arrived")
+        return
+
+    def rerun(knob: Knob) -> Tuple[str, str]:
+        runs = series.runs(f"experiment {knob.name}", knob_environment(args, env, knob), EXPERIMENT_RUNS,
+                           fresh_state=knob.fresh_state)
+        found = compare(runs, args.compare, masker, args.compare_stderr)
+        return found.verdict, found.summary
+
+    skip = ["hash_seed"] if os.environ.get("PYTHONHASHSEED", "").strip() not in ("", "random") else []
+    tensorflow = any(process.get("tensorflow") for run in report.runs for process in run.processes)
+    outcome = run_experiments(report.causes, rerun, args.experiments, skip=skip,
+                              stopped=lambda: bool(series.signals.received), tensorflow=tensorflow)
+    report.causes, report.ruled_out, report.experiments = outcome.causes, outcome.ruled_out, outcome.experiments
 
 
-def _verify(report: reporting.ReproReport, args: argparse.Namespace, command: Sequence[str], base: str,
-            masker: Masker, signals: processes.Signals, progress: bool) -> None:
+def knob_environment(args: argparse.Namespace, env: Dict[str, str], knob: Knob) -> Dict[str, str]:
+    """The runs' environment with ``knob`` turned."""
+    if knob.flags:
+        env = autoapply.command_environment(fix_arguments(args, knob.flags))
+    env = dict(env, **dict(knob.variables))
+    if knob.knobs:
+        env[KNOBS_VARIABLE] = ",".join(knob.knobs)
+    return env
+
+
+def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
+    args, command = series.args, series.command
     names, flags = report.fixes()
     shown = ["tf-patches", "run", *report.patch_flags, *[flag for flag in flags if flag not in report.patch_flags],
              "--", *command]
     verification: Dict[str, Any] = {"fixes": names, "flags": flags, "command": shown, "verdict": None,
-                                    "summary": "", "first_difference": None, "traps_left": [], "runs": []}
-    if signals.received:
-        verification["summary"] = f"not run: {processes.signal_name(signals.received[0])} arrived"
-    elif any(run.failed for run in report.runs):
-        verification["summary"] = "not run: a run failed"
+                                    "summary": "", "first_difference": None, "traps_left": [],
+                                    "not_the_cause": [], "runs": []}
+    if series.signals.received:
+        verification["summary"] = f"not run: {processes.signal_name(series.signals.received[0])} arrived"
+    elif report.verdict == NOT_CHECKED:
+        verification["summary"] = "not run: the runs could not be compared"
+    elif report.repeatable:
+        verification["summary"] = "nothing to verify: the runs repeat"
     elif not flags:
-        verification["summary"] = ("nothing to verify: no cause with a fix tf-patches applies was named"
-                                   if not report.repeatable else "nothing to verify: the runs repeat")
+        named = ", ".join(cause.name for cause in report.causes)
+        verification["summary"] = (f"nothing to apply: no cause named ({named}) has a fix tf-patches applies; "
+                                   "change the code as each fix says")
     if verification["summary"]:
         report.verification = verification
         return
-    if progress:
-        _say(f"--verify: {reporting._joined(shown)}")
+    if series.progress:
+        _say(f"--verify: {reporting.joined(shown)}")
     fixed = fix_arguments(args, flags)
-    runs = _runs_of(command, autoapply.command_environment(fixed), base, "verify", args, signals, progress)
+    runs = series.runs("verify", autoapply.command_environment(fixed), args.runs)
     rerun = reporting.build(command, runs, args.compare, masker, args.compare_stderr)
     verification.update(verdict=rerun.verdict, summary=rerun.summary, first_difference=rerun.first_difference,
                         runs=[run.to_dict() for run in runs],
-                        traps_left=[cause.name for cause in rerun.causes if cause.name in names
-                                    and cause.name != reporting.UNSEEDED and not cause.too_repeatable])
+                        traps_left=[trap.name for trap in rerun.traps if trap.name in names and not trap.too_repeatable])
+    if rerun.verdict == NOT_REPEATABLE:
+        verification["not_the_cause"] = names  # their fixes together left the runs differing
     report.verification = verification
 
 
-def exit_status(report: reporting.ReproReport) -> int:
-    failed = next((run for run in report.runs if run.failed), None)
-    if failed is not None:
-        if failed.timed_out or (failed.returncode or 0) >= 0:
-            return failed.status
-        return processes.exit_like(failed.returncode)  # a signal death: the same death here
-    return EXIT_REPEATABLE if report.repeatable else EXIT_NOT_REPEATABLE
+def exit_status(report: ReproReport) -> int:
+    if report.verdict == REPEATABLE:
+        return EXIT_REPEATABLE
+    return EXIT_NOT_REPEATABLE if report.verdict == NOT_REPEATABLE else EXIT_NOT_CHECKED
+
+
+def _stdin(stream: Any, base: str) -> Tuple[Optional[str], str]:
+    """What every run gets on standard input: (a file holding it, or None for an empty one; in words)."""
+    if stream is None:
+        return None, "none given: the runs got an empty stdin"
+    capture = getattr(runner, "capture_stdin", None)
+    if capture is None:
+        return None, "not passed on: the runs got an empty stdin"
+    got = capture(stream, base)
+    return got.path, got.description
+
+
+def _entries(folder: str) -> set:
+    try:
+        return set(os.listdir(folder))
+    except OSError:
+        return set()
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -212,6 +327,16 @@ def _runs(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number of runs, got {text!r}") from None
     if value < 2:
         raise argparse.ArgumentTypeError(f"at least 2 runs are needed to compare, got {value}")
+    return value
+
+
+def _experiments(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of experiments, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more experiments, got {value}")
     return value
 
 
@@ -273,6 +398,7 @@ def _flags_of(args: argparse.Namespace) -> List[str]:
         value = getattr(args, option.env_var, None)
         if value:
             flags += [run_flag(option.name)] + ([] if value == "1" and _is_flag(option) else [value])
+    flags += ["--hash-seed", args.hash_seed] if getattr(args, "hash_seed", None) is not None else []
     return flags + (["--malloc", args.malloc] if args.malloc else [])
 
 
@@ -283,7 +409,7 @@ def _is_flag(option: Any) -> bool:
 
 
 # -- output -----------------------------------------------------------------------------------
-def _output(args: argparse.Namespace, report: reporting.ReproReport) -> bool:
+def _output(args: argparse.Namespace, report: ReproReport) -> bool:
     """The file first (--output: written whole, then moved into place), then the text to stderr
     and the JSON to stdout; each failure said, not raised. False where --output failed."""
     data = report.to_dict()

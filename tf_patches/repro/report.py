@@ -1,232 +1,67 @@
-"""What ``tf-patches repro`` says: one verdict, the first difference, and why: the traps the runs
-sprang (earliest first, each with the user's line and its fix, read through the registry from
-each trap module's ``TRAP``), the fingerprint fields that differ (between runs, or with
-``--against`` between machines), the seeds each process used and where they came from, and what
-it could not check. As text (stderr) and as one JSON document (``SCHEMA``)."""
+"""What ``tf-patches repro`` says, put together and rendered: :func:`build` gathers one series of
+runs into a :class:`~.model.ReproReport` (the comparison's verdict, the traps that sprang, the
+fingerprints and seeds, and where the runs differ the suspects the evidence names), and
+:func:`render` writes it as text for a person (stderr); :meth:`ReproReport.to_dict` is the JSON.
+Experiments and ``--verify`` are :mod:`.command`'s (they run the command again)."""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+import shlex
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
-from . import datafiles
-from .masking import Masker, final_lines, first_difference, quoted
+from . import causes as suspects_of
+from .compare import compare
+from .masking import Masker, quoted
+from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, Cause, ReproReport, TrapSeen
 from .runner import Run
 
-SCHEMA = "tf-patches-repro/1"
-REPEATABLE, NOT_REPEATABLE, NOT_CHECKED = "repeatable", "not repeatable", "not checked"
-# The cause repro names itself where a TF process ran with no seed at all (no trap springs for it:
-# every run of an unseeded program differs, as it should). Its fix is op_determinism's.
-UNSEEDED = "op_determinism"
-UNSEEDED_FLAGS = ("--deterministic", "--seed", "0")
 _MAX_SEED_ROWS = 8  # processes per run listed with their seeds
+_MAX_MASKED_SHOWN = 5
 
 
-@dataclass
-class Cause:
-    """A trap sprung in the runs (or the missing seed), as the report names it."""
-
-    name: str  # the registry entry's name
-    where: str  # the user's "path:line", or ""
-    explanation: str
-    fix: str
-    run_flags: Tuple[str, ...] = ()
-    apply_kwargs: str = ""
-    too_repeatable: bool = False
-    message: str = ""
-    runs: List[int] = field(default_factory=list)
-    time: float = 0.0
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"name": self.name, "where": self.where, "explanation": self.explanation, "fix": self.fix,
-                "run_flags": list(self.run_flags), "apply_kwargs": self.apply_kwargs,
-                "too_repeatable": self.too_repeatable, "message": self.message, "runs": list(self.runs)}
-
-
-@dataclass
-class ReproReport:
-    command: List[str]
-    runs: List[Run]
-    compared: List[str]  # "stdout", "stderr" and the --compare paths
-    verdict: str = NOT_CHECKED
-    summary: str = ""
-    first_difference: Optional[Dict[str, Any]] = None
-    causes: List[Cause] = field(default_factory=list)
-    fingerprint: Dict[str, Any] = field(default_factory=dict)
-    seeds: List[Dict[str, Any]] = field(default_factory=list)
-    not_checked: List[str] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
-    verification: Optional[Dict[str, Any]] = None
-    patch_flags: List[str] = field(default_factory=list)  # the `tf-patches run` flags the runs had
-
-    @property
-    def repeatable(self) -> bool:
-        return self.verdict == REPEATABLE
-
-    def fixes(self) -> Tuple[List[str], List[str]]:
-        """The causes with a fix tf-patches can apply, and the union of their run flags, in order,
-        each option once (what ``--verify`` applies)."""
-        from ..diagnosis.verify import union_flags  # diagnose --verify joins its fixes' flags alike
-
-        fixing = [cause for cause in self.causes if cause.run_flags]
-        names = list(dict.fromkeys(cause.name for cause in fixing))
-        return names, union_flags(cause.run_flags for cause in fixing)
-
-    def to_dict(self) -> Dict[str, Any]:
-        return {"schema": SCHEMA, "verdict": self.verdict, "summary": self.summary, "command": self.command,
-                "compared": self.compared, "runs": [run.to_dict() for run in self.runs],
-                "first_difference": self.first_difference, "traps": [cause.to_dict() for cause in self.causes],
-                "fingerprint": self.fingerprint, "seeds": self.seeds, "not_checked": self.not_checked,
-                "notes": self.notes, "verification": self.verification}
-
-    def __str__(self) -> str:
-        lines = [f"{self.verdict}: {self.summary}" if self.summary else self.verdict]
-        statuses = ", ".join(run.failure() for run in self.runs)
-        times = ", ".join(f"{run.seconds:.1f} s" for run in self.runs)
-        lines.append(f"  {len(self.runs)} run{'s' if len(self.runs) != 1 else ''} of {_joined(self.command)}"
-                     f"{' with ' + ' '.join(self.patch_flags) if self.patch_flags else ''}: {statuses}; {times}")
-        failed = next((run for run in self.runs if run.failed), None)
-        if failed is not None and failed.stderr.strip():
-            tail = failed.stderr.strip().splitlines()[-5:]
-            lines.append(f"  run {failed.number}'s last lines of stderr:")
-            lines += [f"    {line[:200]}" for line in tail]
-        if self.causes:
-            warn_only = self.repeatable
-            lines.append("warning: the runs are identical, but:" if warn_only else "why (earliest first):")
-            named = set()
-            for number, cause in enumerate(self.causes, start=1):
-                where = f" at {cause.where}" if cause.where else ""
-                seen = f" (run {', '.join(map(str, cause.runs))})" if cause.runs and len(cause.runs) < len(self.runs) else ""
-                if cause.name in named:  # the same trap at another line: said once above
-                    lines.append(f"  {number}. {cause.name}{where}{seen}: the same")
-                    continue
-                named.add(cause.name)
-                lines.append(f"  {number}. {cause.name}{where}{seen}: {cause.explanation}")
-                fix = cause.fix
-                if cause.run_flags:
-                    fix += f" [tf-patches run {' '.join(cause.run_flags)}" + \
-                        (f"; apply_all({cause.apply_kwargs})]" if cause.apply_kwargs else "]")
-                lines.append(f"     fix: {fix}")
-        elif not self.repeatable and self.verdict == NOT_REPEATABLE:
-            lines.append("why: no known trap sprang in the runs (see the fingerprint and seeds below)")
-        lines += _fingerprint_lines(self.fingerprint, len(self.runs))
-        if self.seeds:
-            lines.append("seeds:")
-            for row in self.seeds:
-                lines.append(f"  run {row['run']}, pid {row['pid']} ({row['command']}): {row['source']}")
-        for note in self.notes:
-            lines.append(f"note: {note}")
-        if self.not_checked:
-            lines.append("not checked: " + "; ".join(self.not_checked))
-        if self.verification:
-            lines.append(verification_line(self.verification))
-        return "\n".join(lines)
-
-
-def verification_line(verification: Mapping[str, Any]) -> str:
-    head = f"--verify: {_joined(verification.get('command') or [])}: "
-    if verification.get("verdict") is None:
-        return head + (verification.get("summary") or "not run")
-    text = head + f"{verification['verdict']}: {verification.get('summary', '')}"
-    if verification.get("traps_left"):
-        text += f" (still sprang: {', '.join(verification['traps_left'])})"
-    return text
-
-
-# -- building it ------------------------------------------------------------------------------
-def build(command: Sequence[str], runs: List[Run], compare: Sequence[str], masker: Masker,
-          compare_stderr: bool = False, against: Optional[Mapping[str, Any]] = None,
-          against_label: str = "") -> ReproReport:
-    report = ReproReport(list(command), runs, ["stdout", *(["stderr"] if compare_stderr else []), *compare])
-    masker = Masker(masker.ignore, tuple(pid for run in runs for pid in run.pids()) + masker.pids)
-    _verdict(report, runs, compare, masker, compare_stderr)
-    report.causes = causes(runs, report.verdict)
+# -- building it --------------------------------------------------------------------------------
+def build(command: Sequence[str], runs: List[Run], compare_paths: Sequence[str], masker: Masker,
+          compare_stderr: bool = False, against: Optional[Mapping[str, Any]] = None, against_label: str = "",
+          left_behind: Sequence[str] = (), cwd: Optional[str] = None) -> ReproReport:
+    report = ReproReport(list(command), runs, ["stdout", *(["stderr"] if compare_stderr else []), *compare_paths])
+    comparison = compare(runs, compare_paths, masker, compare_stderr)
+    report.verdict, report.summary = comparison.verdict, comparison.summary
+    report.first_difference, report.masked = comparison.first_difference, comparison.masked
+    report.traps = traps_of(runs)
     report.fingerprint = _fingerprints(runs, against, against_label)
     report.seeds = _seeds(runs)
-    report.not_checked = _not_checked(runs, report.fingerprint, against)
+    report.not_checked = comparison.not_checked + _not_checked(runs, report.fingerprint, against)
+    report.notes.extend(comparison.notes)
     for run in runs:
         report.notes.extend(run.notes)
+    if report.verdict == NOT_REPEATABLE:
+        report.causes = suspects_of.suspects(runs, report.traps, report.first_difference, left_behind,
+                                             report.fingerprint.get("differences") or [], cwd)
+    report.warnings = _warnings(report)
     return report
 
 
-def _verdict(report: ReproReport, runs: List[Run], compare: Sequence[str], masker: Masker,
-             compare_stderr: bool) -> None:
-    first = runs[0]
-    if first.failed:
-        report.verdict, report.summary = NOT_CHECKED, f"run 1 failed ({first.failure()}): nothing to compare"
-        return
-    streams = [("stdout", lambda run: run.stdout)] + ([("stderr", lambda run: run.stderr)] if compare_stderr else [])
-    lines = {name: final_lines(read(first)) for name, read in streams}
-    for run in runs[1:]:
-        if run.status != first.status:
-            report.verdict = NOT_REPEATABLE
-            report.summary = f"run 1 ended with {first.failure()}, run {run.number} with {run.failure()}"
-            report.first_difference = {"stream": "exit status", "run": run.number, "line": None,
-                                       "values": [first.status, run.status]}
-            return
-        for name, read in streams:
-            found = first_difference(lines[name], final_lines(read(run)), masker)
-            if found is not None:
-                report.verdict = NOT_REPEATABLE
-                which = f" of run {run.number}" if run.number != 2 else ""
-                report.summary = (f"first difference at {name} line {found.line}{which} "
-                                  f"({quoted(found.first)} vs {quoted(found.other)})")
-                report.first_difference = {"stream": name, "run": run.number, "line": found.line,
-                                           "values": [found.first, found.other]}
-                return
-        for path in compare:
-            file_notes: List[str] = []
-            found_file = datafiles.compare(path, first.files.get(path), run.files.get(path), run.number, file_notes)
-            for note in file_notes:
-                if note not in report.notes:
-                    report.notes.append(note)
-            if found_file is not None:
-                report.verdict = NOT_REPEATABLE
-                at = f" array {found_file.array!r}" if found_file.array else ""
-                at += f" at index {found_file.index}" if found_file.index is not None else ""
-                report.summary = f"first difference in {path}{at} ({found_file.first} vs {found_file.other})"
-                report.first_difference = {**found_file.to_dict(), "line": None}
-                return
-    report.verdict = REPEATABLE
-    counted = [f"stdout {_count(len(lines['stdout']), 'line')}"]
-    if compare_stderr:
-        counted.append(f"stderr {_count(len(lines['stderr']), 'line')}")
-    if compare:
-        counted.append(_count(len(compare), "file"))
-    report.summary = f"{len(runs)} runs identical ({', '.join(counted)})"
-
-
-def causes(runs: Sequence[Run], verdict: str) -> List[Cause]:
-    """The traps the runs sprang, earliest first, one per trap and line; where runs differ and a
-    TF process had no seed at all, that first. A repeatable run keeps only the traps that make runs
-    too repeatable (and says so)."""
+def traps_of(runs: Sequence[Run]) -> List[TrapSeen]:
+    """The traps the runs sprang, earliest first, one per trap and line."""
     declared = _declared_traps()
-    found: Dict[Tuple[str, str], Cause] = {}
+    found: Dict[tuple, TrapSeen] = {}
     for run in runs:
         for event in run.events:
             name, where = str(event.get("trap")), str(event.get("where") or "")
-            cause = found.get((name, where))
-            if cause is None:
-                trap = declared.get(name)
-                cause = found[(name, where)] = Cause(
-                    name, where, explanation=getattr(trap, "explanation", "") or str(event.get("message", "")),
-                    fix=getattr(trap, "fix", "") or "see the warning's message",
-                    run_flags=tuple(getattr(trap, "run_flags", ()) or ()),
-                    apply_kwargs=getattr(trap, "apply_kwargs", "") or "",
-                    too_repeatable=bool(getattr(trap, "too_repeatable", False)),
+            trap = found.get((name, where))
+            if trap is None:
+                spec = declared.get(name)
+                trap = found[(name, where)] = TrapSeen(
+                    name, where, explanation=getattr(spec, "explanation", "") or str(event.get("message", "")),
+                    fix=getattr(spec, "fix", "") or "see the warning's message",
+                    run_flags=tuple(getattr(spec, "run_flags", ()) or ()),
+                    apply_kwargs=getattr(spec, "apply_kwargs", "") or "",
+                    too_repeatable=bool(getattr(spec, "too_repeatable", False)),
                     message=str(event.get("message", "")), time=float(event.get("time") or 0))
-            if run.number not in cause.runs:
-                cause.runs.append(run.number)
-    ordered = sorted(found.values(), key=lambda cause: cause.time)
-    if verdict == REPEATABLE:
-        return [cause for cause in ordered if cause.too_repeatable]
-    if verdict == NOT_REPEATABLE:
-        ordered.sort(key=lambda cause: cause.too_repeatable)  # stable: earliest first among each
-        unseeded = _unseeded(runs, declared.get(UNSEEDED))
-        if unseeded is not None:
-            ordered.insert(0, unseeded)
-    return ordered
+            if run.number not in trap.runs:
+                trap.runs.append(run.number)
+    return sorted(found.values(), key=lambda trap: trap.time)
 
 
 def _declared_traps() -> Dict[str, Any]:
@@ -238,21 +73,21 @@ def _declared_traps() -> Dict[str, Any]:
         return {}
 
 
-def _unseeded(runs: Sequence[Run], declared: Any) -> Optional[Cause]:
-    """The missing seed, where some TF process of the runs had no global seed at all."""
-    seen = [run.number for run in runs
-            if any(data.get("tensorflow") and (data.get("seeds") or {}).get("tf_global_seed", 0) is None
-                   for data in run.processes)]
-    if not seen:
-        return None
-    return Cause(UNSEEDED, "", runs=seen,
-                 explanation=("no seed was set (TensorFlow's global seed is unset): TF's random ops and "
-                              "initializers, Python's random and NumPy draw new numbers on every run"),
-                 fix=("seed the run: tf-patches run --deterministic (seed 0, or --seed N), or in code "
-                      "tf_patches.apply_all(deterministic=True, seed=N) / keras.utils.set_random_seed(N) "
-                      "with tf.config.experimental.enable_op_determinism()"),
-                 run_flags=tuple(getattr(declared, "run_flags", ()) or UNSEEDED_FLAGS),
-                 apply_kwargs=getattr(declared, "apply_kwargs", "") or "deterministic=True, seed=0")
+def _warnings(report: ReproReport) -> List[str]:
+    """What a "repeatable" verdict must not hide: traps that make runs too alike, and run-varying
+    traps that sprang in every run while what was compared repeated."""
+    if report.verdict != REPEATABLE:
+        return []
+    said = []
+    for trap in report.traps:
+        where = f" at {trap.where}" if trap.where else ""
+        if trap.too_repeatable:
+            said.append(f"{trap.name}{where}: {trap.explanation}; fix: {trap.fix}")
+        elif len(trap.runs) == len(report.runs):
+            said.append(f"{trap.name}{where} sprang in every run ({trap.explanation}), yet what was compared "
+                        "repeats: what differs may be in what the program saves; compare it too "
+                        "(--compare PATH, e.g. the saved weights)")
+    return said
 
 
 def _fingerprints(runs: Sequence[Run], against: Optional[Mapping[str, Any]], label: str) -> Dict[str, Any]:
@@ -300,8 +135,11 @@ def _seeds(runs: Sequence[Run]) -> List[Dict[str, Any]]:
     for run in runs:
         for data in run.processes[:_MAX_SEED_ROWS]:
             seeds = data.get("seeds") or {}
+            randomness = data.get("randomness") if isinstance(data.get("randomness"), dict) else {}
             rows.append({"run": run.number, "pid": data.get("pid"), "command": _short(data.get("argv") or []),
                          "tf_global_seed": seeds.get("tf_global_seed"), "source": seed_source(data),
+                         "seeds_set": [{key: seed.get(key) for key in ("source", "value", "where")}
+                                       for seed in (randomness.get("seeds_set") or [])[:5] if isinstance(seed, dict)],
                          "variables": seeds.get("variables") or {}})
     return rows
 
@@ -310,22 +148,22 @@ def seed_source(data: Mapping[str, Any]) -> str:
     """Which seed a process used and where it came from, in words."""
     seeds = data.get("seeds") or {}
     if not data.get("tensorflow"):
-        return "TensorFlow not imported (Python's and NumPy's seeds are not recorded)"
+        return "TensorFlow not imported"
     seed = seeds.get("tf_global_seed")
     row = seeds.get("op_determinism") or {}
     if row.get("status") == "applied" and "seed" in str(row.get("reason", "")):
         return f"TF global seed {seed}, from tf-patches: {row.get('reason')}"
     if seed is None:
-        return "no TF global seed: TF's random ops draw from the operating system's entropy"
-    return f"TF global seed {seed}, set by the program (tf.random.set_seed or keras.utils.set_random_seed)"
+        return "no TF global seed at exit"
+    return f"TF global seed {seed}, set by the program"
 
 
 def _not_checked(runs: Sequence[Run], fingerprint: Mapping[str, Any], against: Any) -> List[str]:
     said = []
     values = fingerprint.get("values") or {}
     if not any(data.get("tensorflow") for run in runs for data in run.processes):
-        said.append("no process of the runs imported TensorFlow (or none reached its exit): no trap "
-                    "detector, seed or fingerprint was recorded")
+        said.append("no process of the runs imported TensorFlow (or none reached its exit): no TF seed, "
+                    "trap or fingerprint was recorded")
     elif not values.get("gpus"):
         said.append("a GPU (none here: GPU-only non-determinism, atomics in cuDNN and cuBLAS kernels, "
                     "was not exercised)")
@@ -334,19 +172,107 @@ def _not_checked(runs: Sequence[Run], fingerprint: Mapping[str, Any], against: A
     return said
 
 
-def _count(number: int, noun: str) -> str:
-    return f"{number:,} {noun}{'s' if number != 1 else ''}"
+# -- rendering it -------------------------------------------------------------------------------
+def render(report: ReproReport) -> str:
+    """The report as text, for a person."""
+    lines = [f"{report.verdict}: {report.summary}" if report.summary else report.verdict]
+    statuses = ", ".join(run.failure() for run in report.runs)
+    times = ", ".join(f"{run.seconds:.1f} s" for run in report.runs)
+    flags = f" with {' '.join(report.patch_flags)}" if report.patch_flags else ""
+    lines.append(f"  {len(report.runs)} run{'s' if len(report.runs) != 1 else ''} of {joined(report.command)}"
+                 f"{flags}: {statuses}; {times}")
+    if report.stdin:
+        lines.append(f"  stdin: {report.stdin}")
+    failed = next((run for run in report.runs if run.failed), None)
+    if failed is not None and failed.stderr.strip():
+        lines.append(f"  run {failed.number}'s last lines of stderr:")
+        lines += [f"    {line[:200]}" for line in failed.stderr.strip().splitlines()[-5:]]
+    lines += _cause_lines(report)
+    lines += _experiment_lines(report)
+    lines += [f"warning: {warning}" for warning in report.warnings]
+    lines += _masked_lines(report)
+    lines += _fingerprint_lines(report.fingerprint, len(report.runs))
+    if report.seeds:
+        lines.append("seeds:")
+        for row in report.seeds:
+            lines.append(f"  run {row['run']}, pid {row['pid']} ({row['command']}): {row['source']}"
+                         + "".join(f"; {seed['source']} seed {seed['value']} at {seed['where']}"
+                                   for seed in row.get("seeds_set") or []))
+    lines += [f"note: {note}" for note in report.notes]
+    if report.not_checked:
+        lines.append("not checked: " + "; ".join(report.not_checked))
+    if report.verification:
+        lines.append(verification_line(report.verification))
+    return "\n".join(lines)
+
+
+def _cause_lines(report: ReproReport) -> List[str]:
+    if report.verdict != NOT_REPEATABLE:
+        return []
+    if not report.causes:
+        return ["why: not looked for"]
+    lines = ["why (confirmed by experiment first, then suspects):"]
+    for number, cause in enumerate(report.causes, start=1):
+        where = f" at {cause.where}" if cause.where else ""
+        status = "confirmed" if cause.confirmed else "suspect"
+        lines.append(f"  {number}. {cause.name}{where} [{status}]: {_summary(cause)}")
+        lines += [f"     - {evidence}" for evidence in cause.evidence]
+        if cause.fix:
+            fix = cause.fix + (f" [tf-patches run {' '.join(cause.run_flags)}]" if cause.run_flags else "")
+            lines.append(f"     fix: {fix}")
+    for cause in report.ruled_out:
+        where = f" at {cause.where}" if cause.where else ""
+        lines.append(f"  ruled out: {cause.name}{where} ({'; '.join(cause.evidence[-1:])})")
+    return lines
+
+
+def _summary(cause: Cause) -> str:
+    from .vocabulary import CAUSES
+
+    kind = CAUSES.get(cause.name)
+    return kind.summary if kind else ""
+
+
+def _experiment_lines(report: ReproReport) -> List[str]:
+    if not report.experiments:
+        return []
+    lines = ["experiments (the command again, with one knob turned):"]
+    for experiment in report.experiments:
+        lines.append(f"  {experiment.words}: {experiment.runs} runs, {experiment.verdict}"
+                     + (f" ({experiment.summary})" if experiment.verdict != REPEATABLE and experiment.summary else ""))
+    return lines
+
+
+def _masked_lines(report: ReproReport) -> List[str]:
+    if not report.masked:
+        return []
+    lines = [f"masked: {len(report.masked)} line{'s' if len(report.masked) != 1 else ''} differed only "
+             "in what varies by itself (listed in the JSON's masked):"]
+    for item in report.masked[:_MAX_MASKED_SHOWN]:
+        lines.append(f"  {item.stream} line {item.line} ({', '.join(item.masks) or 'masked'}): "
+                     f"{quoted(item.values[0], 60)} vs {quoted(item.values[1], 60)}")
+    return lines
+
+
+def verification_line(verification: Mapping[str, Any]) -> str:
+    head = f"--verify: {joined(verification.get('command') or [])}: "
+    if verification.get("verdict") is None:
+        return head + (verification.get("summary") or "not run")
+    text = head + f"{verification['verdict']}: {verification.get('summary', '')}"
+    if verification.get("not_the_cause"):
+        text += f" (not alone the cause: {', '.join(verification['not_the_cause'])})"
+    if verification.get("traps_left"):
+        text += f" (still sprang: {', '.join(verification['traps_left'])})"
+    return text
+
+
+def joined(command: Sequence[str]) -> str:
+    return shlex.join(str(part) for part in command)
 
 
 def _short(argv: Sequence[str], limit: int = 60) -> str:
-    text = _joined(argv)
+    text = joined(argv)
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def _joined(command: Sequence[str]) -> str:
-    import shlex
-
-    return shlex.join(str(part) for part in command)
 
 
 def _fingerprint_lines(fingerprint: Mapping[str, Any], runs: int) -> List[str]:
@@ -378,3 +304,6 @@ def _fingerprint_lines(fingerprint: Mapping[str, Any], runs: int) -> List[str]:
 
 def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
+
+
+__all__ = ["build", "render", "traps_of", "seed_source", "verification_line", "joined", "NOT_CHECKED"]
