@@ -92,14 +92,15 @@ def test_unseeded_random_is_not_repeatable_with_the_first_differing_line(tmp_pat
     result = _repro(tmp_path, "--json", "--", PYTHON, script)
     assert result.returncode == 1, result.stderr
     data = _json(result)
-    assert data["schema"] == "tf-patches-repro/1"
+    assert data["schema"] == "tf-patches-repro/2"
     assert data["verdict"] == "not repeatable"
     difference = data["first_difference"]
     assert difference["stream"] == "stdout" and difference["line"] == 2 and difference["run"] == 2
     first, other = difference["values"]
     assert first.startswith("value 0.") and other.startswith("value 0.") and first != other
     assert [run["exit_status"] for run in data["runs"]] == [0, 0]
-    assert {"traps", "fingerprint", "seeds", "verification", "not_checked"} <= set(data)
+    assert {"causes", "traps", "experiments", "masked", "fingerprint", "seeds", "verification",
+            "not_checked", "stdin"} <= set(data)
     assert f'not repeatable: first difference at stdout line 2 ("{first}" vs "{other}")' in result.stderr
 
 
@@ -153,42 +154,51 @@ def test_a_file_left_over_from_run_1_is_not_run_2s(tmp_path: Path, monkeypatch: 
     assert any("out.npy was not written by run 2" in note for note in report.notes)
 
 
-def test_exit_statuses_and_failed_runs(tmp_path: Path) -> None:
+def test_exit_statuses_are_repros_own_and_runs_that_fail_alike_are_compared(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     touch = _script(tmp_path, "touch.py", f"open({str(marker)!r}, 'a').close()\n")
     # Usage errors: 2, before any run.
     for args in (["--"], ["--runs", "1", "--", PYTHON, touch], ["--ignore", "(", "--", PYTHON, touch],
+                 ["--experiments", "-1", "--", PYTHON, touch],
                  ["--output", str(tmp_path / "no" / "such.json"), "--", PYTHON, touch]):
         result = _repro(tmp_path, *args)
         assert result.returncode == 2, (args, result.stderr)
     assert not marker.exists()
-    # A run that fails: its own status, and the report says which run and how.
-    fails = _script(tmp_path, "fails.py", "import sys\nprint('partial')\nsys.exit(3)\n")
+    # Runs that fail alike (status and output) repeat: compared like any others; the program's
+    # own status (1, as repro's "not repeatable") is in the JSON, never repro's exit status.
+    fails = _script(tmp_path, "fails.py", "import sys\nprint('partial')\nsys.exit(1)\n")
     result = _repro(tmp_path, "--json", "--", PYTHON, fails)
-    assert result.returncode == 3
     data = _json(result)
-    assert data["verdict"] == "not checked" and [run["exit_status"] for run in data["runs"]] == [3]
-    assert "run 1 failed (exit status 3)" in result.stderr
-    # Fails in run 2 only: not repeatable, and run 2's status.
-    second = _script(tmp_path, "second.py", f"""
-        import os, sys
-        if os.path.exists({str(marker)!r}):
-            sys.exit(4)
-        open({str(marker)!r}, "a").close()
-    """)
-    result = _repro(tmp_path, "--", PYTHON, second)
-    assert result.returncode == 4
-    assert "run 1 ended with exit status 0, run 2 with exit status 4" in result.stderr
-    # A signal death: the same death here.
+    assert result.returncode == 0, result.stderr
+    assert data["verdict"] == "repeatable" and [run["exit_status"] for run in data["runs"]] == [1, 1]
+    # Both runs killed by the same signal: alike too, and repro itself is not killed.
     killed = _script(tmp_path, "killed.py", "import os, signal\nos.kill(os.getpid(), signal.SIGTERM)\n")
     result = _repro(tmp_path, "--", PYTHON, killed)
-    assert result.returncode == -signal.SIGTERM and "killed by SIGTERM" in result.stderr
-    # A run past --timeout: ended, 124.
+    assert result.returncode == 0 and "killed by SIGTERM, killed by SIGTERM" in result.stderr
+    # Nothing could be compared: 3 (a run past --timeout, a command not found).
     sleeps = _script(tmp_path, "sleeps.py", "import time\ntime.sleep(60)\n")
     result = _repro(tmp_path, "--timeout", "1", "--", PYTHON, sleeps, timeout=30)
-    assert result.returncode == 124 and "timed out after" in result.stderr
-    # Not found: 127, as tf-patches run.
-    assert _repro(tmp_path, "--", "no-such-command-here").returncode == 127
+    assert result.returncode == 3 and "timed out after" in result.stderr and "not checked" in result.stderr
+    assert _repro(tmp_path, "--", "no-such-command-here").returncode == 3
+
+
+def test_a_later_run_failing_on_what_run_1_left_is_state_left_by_run(tmp_path: Path) -> None:
+    # os.makedirs without exist_ok: run 2 trips on the folder run 1 made (a checkpoint folder).
+    script = _script(tmp_path, "makes.py", """
+        import os
+        os.makedirs("checkpoints")
+        print("saved")
+    """)
+    result = _repro(tmp_path, "--json", "--", PYTHON, script)
+    assert result.returncode == 1, result.stderr
+    data = _json(result)
+    assert data["first_difference"]["stream"] == "exit status"
+    cause = data["causes"][0]
+    assert cause["name"] == "state_left_by_run" and cause["confirmed"], data["causes"]
+    assert "checkpoints" in cause["evidence"] and "FileExistsError" in cause["evidence"]
+    assert [e["knob"] for e in data["experiments"]] == ["fresh_state"]
+    assert data["experiments"][0]["verdict"] == "repeatable"
+    assert "seed" not in " ".join(c["name"] for c in data["causes"])
 
 
 def test_output_file_and_function_form_arguments(tmp_path: Path) -> None:
@@ -197,7 +207,7 @@ def test_output_file_and_function_form_arguments(tmp_path: Path) -> None:
     result = _repro(tmp_path, "--output", str(output), "--keep", str(tmp_path / "kept"), "--", PYTHON, script)
     assert result.returncode == 1 and result.stdout == ""
     assert json.loads(output.read_text())["verdict"] == "not repeatable"
-    assert (tmp_path / "kept" / "run-2" / "stdout").read_text().startswith("start\n")
+    assert (tmp_path / "kept" / "01-run-2" / "stdout").read_text().startswith("start\n")
     with pytest.raises(TypeError):
         testing.repro("python script.py")
     with pytest.raises(ValueError):
@@ -239,12 +249,15 @@ def test_a_too_repeatable_trap_is_a_warning_on_identical_runs(tmp_path: Path) ->
     assert data["verdict"] == "repeatable"
     assert [(trap["name"], trap["where"], trap["too_repeatable"]) for trap in data["traps"]] == [
         ("dataset_epoch_repeat", f"{script}:3", True)]
-    assert "warning: the runs are identical, but:" in result.stderr
+    assert "warning: dataset_epoch_repeat at" in result.stderr
+    assert data["causes"] == [] and data["experiments"] == []
     assert data["verification"]["command"][2:4] == ["--dataset-epoch-repeat", "rerandomize"]
     assert data["verification"]["verdict"] == "repeatable"
-    # Nothing to verify where no cause has a fix tf-patches applies.
+    # Nothing to apply where no cause has a fix tf-patches applies (no TF: tf-patches seeds
+    # nothing in a process that never imports it).
     plain = testing.repro([PYTHON, _script(tmp_path, "unseeded.py", UNSEEDED)], verify=True)
-    assert plain.verification["verdict"] is None and "nothing to verify" in plain.verification["summary"]
+    assert plain.causes[0].name == "python_random_unseeded" and not plain.causes[0].run_flags
+    assert plain.verification["verdict"] is None and "nothing to apply" in plain.verification["summary"]
 
 
 # -- real TensorFlow ----------------------------------------------------------------------------

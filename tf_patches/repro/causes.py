@@ -22,7 +22,8 @@ _STRENGTH = {  # suspects' order before experiments: what the differing values s
     "python_random_unseeded": 6, "tf_seed_unset": 7, "environment": 8,
 }
 _CLOCK_MARGIN_S = 3600.0
-_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
+_BITS = re.compile(r"\s*\(bits 0x[0-9a-fA-F]+\)")
 _SEED_SOURCES = {"tf_op": "tf", "numpy_global": "numpy", "python_random": "python_random"}
 _WORDS = {"tf_op": "a TF op", "numpy_global": "NumPy's global RandomState",
           "numpy_generator": "an unseeded NumPy Generator (default_rng())", "python_random": "Python's random"}
@@ -71,7 +72,7 @@ def suspects(runs: Sequence[Run], traps: Sequence[TrapSeen], first_difference: O
         for process in run.processes:
             randomness = process.get("randomness")
             if isinstance(randomness, dict):
-                _randomness(found, run.number, randomness, trapped_lines)
+                _randomness(found, run.number, randomness, trapped_lines, bool(process.get("tensorflow")))
     _seed_values(found, runs)
     for difference in fingerprint_differences:
         found.add("environment", "", f"{difference['field']}: {_show(difference['values'][0])} in run 1, "
@@ -104,6 +105,7 @@ def _clock(found: Collector, runs: Sequence[Run], difference: Optional[Mapping[s
 def clock_values(first: str, other: str, window: Tuple[float, float]) -> Optional[Tuple[str, str]]:
     """The first pair of differing numbers, if every pair that differs is a time inside
     ``window`` (as epoch seconds, milliseconds, microseconds or nanoseconds); else None."""
+    first, other = _BITS.sub("", first), _BITS.sub("", other)  # a file's value: "1.5 (bits 0x3fc00000)"
     a, b = _NUMBER.findall(first), _NUMBER.findall(other)
     if len(a) != len(b) or _NUMBER.sub("#", first) != _NUMBER.sub("#", other):
         return None
@@ -172,7 +174,11 @@ def _traps(found: Collector, traps: Sequence[TrapSeen]) -> set:
 
 
 # -- the recorders' evidence --------------------------------------------------------------------
-def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapped_lines: set) -> None:
+def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapped_lines: set,
+                tensorflow: bool) -> None:
+    """The recorders' evidence of one process. tf-patches seeds at ``import tensorflow``: in a
+    process that never imports it, no flag of tf-patches' fixes a seed (a code change does)."""
+    seed_flags = None if tensorflow else ()
     seeds = [seed for seed in randomness.get("seeds_set") or [] if isinstance(seed, dict)]
     tfdata = [entry for entry in randomness.get("tfdata") or [] if isinstance(entry, dict)]
     list_files_lines = {entry.get("where") for entry in tfdata if entry.get("kind") == "list_files_shuffle"}
@@ -192,15 +198,16 @@ def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapp
         what = f"{_WORDS.get(source, source)}{' (through ' + via + ')' if via else ''} drew without a seed"
         if late is not None:
             found.add("seeded_too_late", where, f"{what} at {_at(found, draw)}, before the seed was set at "
-                      f"{_at(found, late)}", run, time, knob=_late_knob(source))
+                      f"{_at(found, late)}", run, time, knob=_late_knob(source), run_flags=seed_flags)
         elif via in LIBRARIES_OF_THE_MODEL or source == "tf_op":
             found.add("tf_seed_unset", where, f"{what} at {_at(found, draw)}"
                       + ("" if seeded_any else "; no seed was set in that process"), run, time)
         elif source in ("numpy_global", "numpy_generator"):
-            flags = CAUSES["tf_seed_unset"].run_flags if source == "numpy_global" else ()
+            flags = CAUSES["tf_seed_unset"].run_flags if source == "numpy_global" and tensorflow else ()
             found.add("numpy_unseeded", where, f"{what} at {_at(found, draw)}", run, time, run_flags=flags)
         elif source == "python_random":
-            found.add("python_random_unseeded", where, f"{what} at {_at(found, draw)}", run, time)
+            found.add("python_random_unseeded", where, f"{what} at {_at(found, draw)}", run, time,
+                      run_flags=seed_flags)
 
 
 def _seeded_after(seeds: Sequence[Mapping[str, Any]], source: str, time: float) -> Optional[Mapping[str, Any]]:

@@ -237,6 +237,10 @@ def _experiment(report: ReproReport, series: _Series, masker: Masker, env: Dict[
         runs = series.runs(f"experiment {knob.name}", knob_environment(args, env, knob), EXPERIMENT_RUNS,
                            fresh_state=knob.fresh_state)
         found = compare(runs, args.compare, masker, args.compare_stderr)
+        first = report.runs[0]
+        if found.verdict == REPEATABLE and runs[0].status != first.status:
+            # Runs that fail alike repeat, but prove nothing of a program whose run 1 ended otherwise.
+            return NOT_CHECKED, f"its runs ended with {runs[0].failure()}, run 1 with {first.failure()}"
         return found.verdict, found.summary
 
     skip = ["hash_seed"] if os.environ.get("PYTHONHASHSEED", "").strip() not in ("", "random") else []
