@@ -273,11 +273,15 @@ def test_unseeded_tf_program_names_the_missing_seed_and_its_fix(tmp_path: Path) 
     assert report.first_difference["line"] == 1
     against = report.fingerprint["against"]["differences"]
     assert {"onednn", "tensorflow"} <= {difference["field"] for difference in against}
+    # The recorder saw the op draw with no seed at the user's line; seeding the global seeds
+    # before the program starts (the experiment) made the runs repeat: confirmed.
     cause = report.causes[0]
-    assert cause.name == "op_determinism" and "--deterministic" in cause.run_flags
+    assert (cause.name, cause.where, cause.confirmed) == ("tf_seed_unset", f"{script}:3", True), str(report)
+    assert "--deterministic" in cause.run_flags
+    assert [experiment.knob for experiment in report.experiments] == ["global_seeds"]
     assert all(row["tf_global_seed"] is None for row in report.seeds)
     assert report.fingerprint["values"]["tensorflow"]
-    assert "no seed was set" in str(report)
+    assert "no seed was set in that process" in str(report)
 
 
 def test_parallel_random_map_named_at_its_line_and_verify_makes_it_repeatable(tmp_path: Path) -> None:
@@ -294,10 +298,15 @@ def test_parallel_random_map_named_at_its_line_and_verify_makes_it_repeatable(tm
     assert data["verdict"] == "not repeatable"
     assert data["traps"][0]["name"] == "parallel_random_map"
     assert data["traps"][0]["where"] == f"{script}:4"
+    # The trap is the cause, confirmed by its own fix (op determinism) alone.
+    cause = data["causes"][0]
+    assert (cause["name"], cause["where"], cause["confirmed"]) == ("parallel_random_map", "tf_parallel.py:4", True)
+    assert [e["knob"] for e in data["experiments"]] == ["trap:parallel_random_map"]
     assert data["seeds"][0]["tf_global_seed"] == 0
     verification = data["verification"]
     assert verification["verdict"] == "repeatable", verification
     assert verification["command"][:3] == ["tf-patches", "run", "--deterministic"]
+    assert verification["not_the_cause"] == []
     assert "--verify: tf-patches run --deterministic -- " in result.stderr
 
 

@@ -187,10 +187,12 @@ def assert_reproducible(target: Target, runs: int = 2, **options: Any) -> Reprod
 def repro(command: Sequence[str], runs: int = 2, **options: Any) -> Any:
     """``tf-patches repro`` as a function (:func:`tf_patches.repro.command.repro`): run
     ``command`` ``runs`` times, each a fresh process tree, and return the report: ``.verdict``
-    (``"repeatable"``, ``"not repeatable"``, ``"not checked"`` when run 1 failed), ``.repeatable``,
-    ``.first_difference``, ``.causes`` (the traps, earliest first), ``.to_dict()`` (the ``--json``
-    schema). Keywords: ``compare``, ``compare_stderr``, ``ignore``, ``timeout``, ``keep``,
-    ``against``, ``verify``, ``options`` (``apply_all`` keywords for the runs)."""
+    (``"repeatable"``, ``"not repeatable"``, ``"not checked"`` where nothing could be compared),
+    ``.repeatable``, ``.first_difference``, ``.causes`` (confirmed by experiment first, then
+    suspects: ``.name``, ``.where``, ``.confirmed``, ``.fix``), ``.traps``, ``.to_dict()`` (the
+    ``--json`` schema). Keywords: ``compare``, ``compare_stderr``, ``ignore``, ``timeout``,
+    ``keep``, ``against``, ``verify``, ``experiments`` (at most that many; 0: none), ``options``
+    (``apply_all`` keywords for the runs)."""
     from ..repro.command import repro as run_repro
 
     return run_repro(command, runs, **options)
@@ -198,7 +200,7 @@ def repro(command: Sequence[str], runs: int = 2, **options: Any) -> Any:
 
 def assert_repeatable(command: Sequence[str], runs: int = 2, **options: Any) -> Any:
     """:func:`repro`, raising ``AssertionError`` with the report (the first difference, and why)
-    when the runs differ or run 1 failed."""
+    when the runs differ or could not be compared."""
     result = repro(command, runs, **options)
     if not result.repeatable:
         raise AssertionError(f"{' '.join(command)}: {result}")
