@@ -22,6 +22,7 @@ _STRENGTH = {  # suspects' order before experiments: what the differing values s
     "python_random_unseeded": 6, "tf_seed_unset": 7, "environment": 8,
 }
 _CLOCK_MARGIN_S = 3600.0
+_NOT_ENVIRONMENT = ("tf_global_seed",)  # a seed that differs is seed_varies (the recorders say where)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _BITS = re.compile(r"\s*\(bits 0x[0-9a-fA-F]+\)")
 _SEED_SOURCES = {"tf_op": "tf", "numpy_global": "numpy", "python_random": "python_random"}
@@ -75,6 +76,8 @@ def suspects(runs: Sequence[Run], traps: Sequence[TrapSeen], first_difference: O
                 _randomness(found, run.number, randomness, trapped_lines, bool(process.get("tensorflow")))
     _seed_values(found, runs)
     for difference in fingerprint_differences:
+        if difference.get("field") in _NOT_ENVIRONMENT:
+            continue
         found.add("environment", "", f"{difference['field']}: {_show(difference['values'][0])} in run 1, "
                                      f"{_show(difference['values'][1])} in run {difference['run']}",
                   difference.get("run", 2))
