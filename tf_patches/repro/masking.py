@@ -1,8 +1,27 @@
-"""Standard output as a user compares it: the final state of each line (progress bars redrawn
-with ``\\r`` and backspaces, colours dropped), with what varies from run to run whatever the
-program does masked: durations and rates (``12ms/step``, ``ETA: 3s``, ``9.5it/s``), dates and
-times of day, PIDs, memory addresses, temporary paths, UUIDs, and the user's own ``--ignore``
-patterns."""
+"""Standard output as a user compares it, and what is masked before two runs' lines are compared.
+
+Lines are what a terminal would show (:func:`final_lines`: ``\\r`` and backspaces move the cursor
+and later text overwrites earlier text, colours dropped). Then what varies from run to run
+whatever the program does is masked, each mask with a name (:data:`MASK_NAMES`) so a report can
+say which masks made two differing lines equal (:func:`masked_lines`).
+
+Masks must not lie in either direction, so each is as narrow as the evidence allows:
+
+- times: ISO and ``date`` forms, clock times, compact stamps (``20261127-161203``: TensorBoard's
+  log folders) that are plausible dates, and epoch seconds or milliseconds only inside the runs'
+  own time ``window``;
+- durations (``11.1 min``) only on a line about timing (a progress bar, "took", "ETA", per-step
+  times): the same text on a result line ("predicted wait: 11.1 min") is a result. Rates
+  (``9.5it/s``) and per-unit times (``12ms/step``) are always timing;
+- PIDs only where they stand as a PID (``pid 123``, ``/proc/123/``, a log prefix ``[123]`` that
+  is a run's PID) or where a run's PID is large enough not to be an ordinary count: in a container
+  the runs are PIDs 2, 3, … and "2 of 10" vs "3 of 10" is a real difference;
+- temporary paths: the random folder (``tmpab12cd34``, ``pytest-3``, a ``mkdtemp`` name), never
+  the file name after it.
+
+Lines are compared as given first; masks run only on lines that differ (they cost a dozen
+regular expressions per line).
+"""
 
 from __future__ import annotations
 
@@ -11,52 +30,154 @@ import json
 import re
 import tempfile
 from dataclasses import dataclass
-from typing import Iterable, List, Optional, Pattern, Sequence, Tuple
+from typing import Callable, Iterable, List, Match, Optional, Pattern, Sequence, Tuple
 
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]")
-_UNITS = r"(?:ns|us|µs|ms|s|sec|secs|seconds?|mins?|minutes?|h|hours?)"
-# Each (pattern, replacement), applied in order: the longer forms first.
-MASKS: Tuple[Tuple[Pattern[str], str], ...] = tuple((re.compile(pattern), replacement) for pattern, replacement in (
+# The masks' names, as the report lists them under "masked".
+TIME, DATE, DURATION, RATE, PID, ADDRESS, UUID, TEMPORARY_PATH, IGNORED = (
+    "time", "date", "duration", "rate", "pid", "address", "uuid", "temporary path", "ignored")
+MASK_NAMES: Tuple[str, ...] = (TIME, DATE, DURATION, RATE, PID, ADDRESS, UUID, TEMPORARY_PATH, IGNORED)
+
+WINDOW_MARGIN = 3600.0  # seconds either side of the runs' window: clocks skew, programs print start times
+LARGE_PID = 1000  # a run's PID at least this large is masked wherever it stands as a whole number
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[()][A-Za-z0-9]|\x1b[=>78]")
+_UNITS = r"(?:ns|us|µs|ms|s|sec|secs|seconds?|m|mins?|minutes?|h|hrs?|hours?)"
+_NUMBER = r"\d+(?:\.\d+)?(?:e[-+]?\d+)?"
+
+
+@dataclass(frozen=True)
+class _Mask:
+    name: str
+    pattern: Pattern[str]
+    replacement: str
+
+
+def _mask(name: str, pattern: str, replacement: str, flags: int = 0) -> _Mask:
+    return _Mask(name, re.compile(pattern, flags), replacement)
+
+
+# glog/absl's prefix (TF's C++ start-up lines): "I1127 16:12:03.123456  140234 file.cc:12]", its
+# time and thread id; TF's earliest lines print "I0000 00:00:1764262323.123456". First: whole.
+_LOG_PREFIX = _mask(TIME, r"^([IWEF])\d{4} +\d\d:\d\d:\d+(?:\.\d+)? +\d+ (?=[^\s:]+:\d+\])",
+                    r"\1<TIME> <THREAD> ")
+# Masked on every line, in this order (the longer forms first).
+_ALWAYS: Tuple[_Mask, ...] = (
     # Dates and times of day: ISO 8601, `date`'s and asctime's forms, clock times.
-    (r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?", "<TIME>"),
-    (r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\w*,? +(?:\d{1,2} +)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)\w* +"
-     r"\d{1,2}(?: +\d{4})?", "<DATE>"),
-    (r"\b\d{4}[-/]\d\d[-/]\d\d\b", "<DATE>"),
-    (r"\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?\b", "<TIME>"),
+    _mask(TIME, r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(?::\d\d(?:[.,]\d+)?)?(?:Z|[+-]\d\d:?\d\d)?", "<TIME>"),
+    _mask(DATE, r"\b(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)\w*,? +(?:\d{1,2} +)?(?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct"
+                r"|Nov|Dec)\w* +\d{1,2}(?: +\d{4})?", "<DATE>"),
+    _mask(DATE, r"\b\d{4}[-/]\d\d[-/]\d\d\b", "<DATE>"),
+    _mask(TIME, r"\b\d{1,2}:\d\d:\d\d(?:[.,]\d+)?\b", "<TIME>"),
     # tqdm's [elapsed<remaining, rate]; Keras' ETA.
-    (r"\[\d+:\d\d(?::\d\d)?<[\d:?]+", "[<ELAPSED>"),
-    (r"\bETA:? *(?:\d+:)*\d+(?:\.\d+)? *" + _UNITS + r"?", "ETA <DURATION>"),
-    # Rates and durations: 12ms/step, 1s, 0.53 seconds, 9.5it/s, 3.1 s/it, 120 MB/s.
-    (r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)? ?(?:it|its|samples?|steps?|examples?|images?|img|batch(?:es)?|tokens?|"
-     r"B|[KMGT]i?B|[KMGT]b)/s(?:ec)?\b", "<RATE>"),
-    (r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)? ?s/(?:it|step|batch)\b", "<RATE>"),
-    (r"\b\d+(?:\.\d+)?(?:e[-+]?\d+)? ?" + _UNITS + r"(?:/(?:step|sample|epoch|it|batch|iter))?(?![\w/])",
-     "<DURATION>"),
-    # Where and who: PIDs, memory addresses, UUIDs, temporary paths.
-    (r"\b(?:[Pp]id|PID|process id)[ :=#]*\d+", "pid <PID>"),
-    (r"\b0x[0-9a-fA-F]{6,}\b", "<ADDRESS>"),
-    (r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b", "<UUID>"),
-))
-_TEMPORARY = ("/tmp/", "/var/tmp/", "/var/folders/", "/private/var/folders/", "/dev/shm/")
+    _mask(DURATION, r"\[\d+:\d\d(?::\d\d)?<[\d:?]+", "[<ELAPSED>"),
+    _mask(DURATION, r"\bETA:? *(?:\d+:)*\d+(?:\.\d+)? *" + _UNITS + r"?", "ETA <DURATION>"),
+    # Rates and per-unit times are timing wherever they stand: 9.5it/s, 120 MB/s, 3.1 s/it, 12ms/step.
+    _mask(RATE, r"\b" + _NUMBER + r" ?(?:it|its|samples?|steps?|examples?|images?|img|batch(?:es)?|tokens?|"
+                r"B|[KMGT]i?B|[KMGT]b)/s(?:ec)?\b", "<RATE>"),
+    _mask(RATE, r"\b" + _NUMBER + r" ?s/(?:it|step|batch)\b", "<RATE>"),
+    _mask(DURATION, r"\b" + _NUMBER + r" ?" + _UNITS + r"/(?:step|sample|epoch|it|batch|iter)(?![\w/])",
+          "<DURATION>"),
+    # Who: where a number stands as a PID. A bare "[123]" only as a run's PID (see _prefix_pids).
+    _mask(PID, r"\b(?:pid|process(?: id)?)\b[ :=#]*\d+", "pid <PID>", re.IGNORECASE),
+    _mask(PID, r"/proc/\d+(?=/|\b)", "/proc/<PID>"),
+    _mask(PID, r"(tfevents\.\d+\.[^.\s/]+\.)\d+(?=\.)", r"\1<PID>"),  # TensorBoard's events.out.tfevents.T.HOST.PID.
+    # Where: memory addresses, UUIDs.
+    _mask(ADDRESS, r"\b0x[0-9a-fA-F]{6,}\b", "<ADDRESS>"),
+    _mask(UUID, r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", "<UUID>"),
+)
+
+# A duration standing alone ("1s", "11.1 min"): masked only on a line about timing.
+_DURATION = re.compile(r"\b" + _NUMBER + r" ?" + _UNITS + r"(?![\w/])")
+_TIMING_LINE = re.compile(
+    r"^\s*\d+/\d+\s+(?:\[|━|─|-\s)"  # Keras' progress bar: "8/8 [====] - 1s", "8/8 ━━━ 1s", "8/8 - 1s"
+    r"|\d+%\|"  # tqdm's "100%|####|"
+    r"|\bETA\b|/(?:step|sample|epoch|it|batch|iter)\b|\bit/s\b|\bs/it\b"
+    r"|\b(?:took|takes|take|taking|elapsed|time|times|timing|timings|timed|duration|runtime|run time|wall|walltime"
+    r"|wall-clock|wall time|latency|seconds per|minutes per|per (?:step|epoch|sample|batch|iteration|image))\b"
+    r"|\b(?:finished|completed|done|ran|trained|ended|returned|executed) in\b"
+    r"|\bin " + _NUMBER + r" ?" + _UNITS + r"\b",
+    re.IGNORECASE)
+
+# Compact timestamps: 20261127-161203, 20261127_161203, 20261127161203, 20261127T161203.
+_COMPACT = re.compile(r"(?<!\d)(\d{4})(\d\d)(\d\d)([-_T]?)(\d\d)(\d\d)(\d\d)(?!\d)")
+# Epoch seconds (10 digits, a fraction allowed) and milliseconds (13 digits), not inside a longer number.
+_EPOCH = re.compile(r"(?<!\d)(?<!\d\.)(?:\d{10}(?:\.\d+)?|\d{13})(?![\d])")
+# The random folder that mkdtemp, TemporaryDirectory (tmpXXXXXXXX, or PREFIX + 8 random characters),
+# mktemp -d (tmp.XXXXXXXXXX) and pytest (pytest-N) make directly in the temporary folder; deeper
+# down only the unmistakable forms (a folder "layer_features" there is the program's own).
+_RANDOM_TOP = re.compile(r"^(?:tmp[a-z0-9_]{6,12}|.*?[-_.][a-z0-9_]{8}|tmp\.[A-Za-z0-9]{10}|pytest-\d+)$")
+_RANDOM_DEEPER = re.compile(r"^(?:tmp[a-z0-9_]{6,12}|.*?[-_.](?=[a-z_]*\d)[a-z0-9_]{8}|pytest-\d+)$")
+_RANDOM_FILE = re.compile(r"^tmp[a-z0-9_]{8}(?=\.|$)")  # NamedTemporaryFile's tmpXXXXXXXX(.suffix)
 
 
 @dataclass(frozen=True)
 class Masker:
-    """How the lines of one comparison are masked: the fixed masks, the run's PIDs, the temporary
-    folders, and the user's ``--ignore`` patterns."""
+    """How the lines of one comparison are masked: the fixed masks, the runs' PIDs, the window of
+    the runs' clocks (epoch seconds from its start to its end, None: epoch numbers are not masked)
+    and the user's ``--ignore`` patterns."""
 
     ignore: Tuple[Pattern[str], ...] = ()
     pids: Tuple[int, ...] = ()
+    window: Optional[Tuple[float, float]] = None
 
     def mask(self, line: str) -> str:
+        return self.explain(line)[0]
+
+    def explain(self, line: str) -> Tuple[str, Tuple[str, ...]]:
+        """The masked line, and the names of the masks that changed it (in the order applied)."""
+        names: List[str] = []
+
+        def apply(name: str, change: Callable[[str], str]) -> None:
+            nonlocal line
+            changed = change(line)
+            if changed != line:
+                line = changed
+                if name not in names:
+                    names.append(name)
+
+        timing = _TIMING_LINE.search(line) is not None  # judged on the line as printed
         for pattern in self.ignore:
-            line = pattern.sub("<IGNORED>", line)
-        for pattern, replacement in MASKS:
-            line = pattern.sub(replacement, line)
-        line = _temporary_paths().sub("<TMP>", line)
+            apply(IGNORED, functools.partial(pattern.sub, "<IGNORED>"))
+        apply(_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement))
+        apply(TEMPORARY_PATH, _temporary_paths)
+        apply(TIME, _compact_times)
+        if self.window is not None:
+            apply(TIME, functools.partial(_epoch_times, self.window))
+        for mask in _ALWAYS:
+            apply(mask.name, functools.partial(mask.pattern.sub, mask.replacement))
+        if timing:
+            apply(DURATION, functools.partial(_DURATION.sub, "<DURATION>"))
         if self.pids:
-            line = _pids(self.pids).sub("<PID>", line)
-        return line
+            apply(PID, functools.partial(_run_pids, tuple(sorted(set(self.pids)))))
+        return line, tuple(names)
+
+
+@dataclass(frozen=True)
+class MaskedLine:
+    """A line (1-based) that differs between two runs as printed, equal once masked, and the
+    masks that changed either run's line."""
+
+    line: int
+    first: str
+    other: str
+    masks: Tuple[str, ...]
+
+
+def masked_lines(first: Sequence[str], other: Sequence[str], masker: Masker,
+                 limit: Optional[int] = None) -> List[MaskedLine]:
+    """The lines at the same place in both outputs that differ as printed but are equal once
+    masked (at most ``limit`` of them): what a "repeatable" verdict rests on masking for."""
+    found: List[MaskedLine] = []
+    for index, (a, b) in enumerate(zip(first, other)):
+        if a == b:
+            continue
+        masked_a, names_a = masker.explain(a)
+        masked_b, names_b = masker.explain(b)
+        if masked_a == masked_b:
+            found.append(MaskedLine(index + 1, a, b, tuple(dict.fromkeys(names_a + names_b))))
+            if limit is not None and len(found) >= limit:
+                break
+    return found
 
 
 def compile_ignores(patterns: Iterable[str]) -> Tuple[Pattern[str], ...]:
@@ -71,26 +192,64 @@ def compile_ignores(patterns: Iterable[str]) -> Tuple[Pattern[str], ...]:
 
 
 def final_lines(text: str) -> List[str]:
-    """Each line as a terminal would leave it: the last redraw after ``\\r`` (a progress bar's
-    intermediate states come and go with the timing), backspaces applied, colours dropped,
-    trailing blanks stripped."""
-    lines = []
-    for line in text.split("\n"):
-        segments = [segment for segment in line.split("\r") if segment.strip()]
-        line = segments[-1] if segments else ""
-        if "\b" in line:
-            kept: List[str] = []
-            for char in line:
-                if char == "\b":
-                    if kept:
-                        kept.pop()
-                else:
-                    kept.append(char)
-            line = "".join(kept)
-        lines.append(_ANSI.sub("", line).rstrip())
+    """Each line as a terminal leaves it: ``\\r`` returns the cursor to the line's start and
+    backspace moves it one left, and what follows overwrites what was there (``"abcdef\\rxy"``
+    shows ``"xycdef"``); colours dropped, ``ESC[K`` erases, trailing blanks stripped."""
+    lines = [_rendered(line) for line in text.split("\n")]
     if lines and lines[-1] == "":
         lines.pop()  # the newline that ends the last line
     return lines
+
+
+_ERASE = re.compile(r"\x1b\[([012]?)K")
+
+
+def _rendered(line: str) -> str:
+    if "\r" not in line and "\b" not in line and "\x1b" not in line:
+        return line.rstrip()  # the common case, at full speed
+    cells: List[str] = []
+    cursor = 0
+    for kind, text in _tokens(line):
+        if kind == "erase":
+            if text in ("", "0"):
+                del cells[cursor:]
+            elif text == "1":
+                cells[:cursor + 1] = [" "] * len(cells[:cursor + 1])
+            else:
+                cells = [" "] * len(cells)
+            continue
+        for index, piece in enumerate(text.split("\r")):
+            if index:
+                cursor = 0
+            cursor = _write(cells, cursor, piece)
+    return "".join(cells).rstrip()
+
+
+def _write(cells: List[str], cursor: int, text: str) -> int:
+    """``text`` written over ``cells`` from ``cursor`` (backspace moves it one left); the cursor
+    after. Runs without a backspace are written as one slice: a 10 MB line redrawn stays fast."""
+    for index, run in enumerate(text.split("\b")):
+        if index:
+            cursor = max(0, cursor - 1)
+        if not run:
+            continue
+        if cursor > len(cells):
+            cells.extend(" " * (cursor - len(cells)))
+        cells[cursor:cursor + len(run)] = run
+        cursor += len(run)
+    return cursor
+
+
+def _tokens(line: str) -> List[Tuple[str, str]]:
+    """The line as ("text", characters) and ("erase", ESC[K's argument), other escapes dropped."""
+    tokens: List[Tuple[str, str]] = []
+    position = 0
+    for match in _ERASE.finditer(line):
+        tokens.append(("text", _ANSI.sub("", line[position:match.start()])))
+        tokens.append(("erase", match.group(1)))
+        position = match.end()
+    tokens.append(("text", _ANSI.sub("", line[position:])))
+    return tokens
 
 
 @dataclass(frozen=True)
@@ -108,30 +267,102 @@ def first_difference(first: Sequence[str], other: Sequence[str], masker: Masker)
     for index in range(max(len(first), len(other))):
         a = first[index] if index < len(first) else None
         b = other[index] if index < len(other) else None
+        if a == b:
+            continue  # equal as printed: no mask needed
         if a is None or b is None or masker.mask(a) != masker.mask(b):
             return LineDifference(index + 1, a, b)
     return None
 
 
 def quoted(line: Optional[str], limit: int = 100) -> str:
-    """A line for the report: quoted, shortened to ``limit`` characters."""
+    """A line for the report: quoted, shortened to ``limit`` characters; bytes that were not
+    UTF-8 (kept as surrogates by the runner) shown as ``\\xff``."""
     if line is None:
         return "(no line: the output had ended)"
     text = line.strip()
-    return json.dumps(text if len(text) <= limit else text[:limit - 1] + "…", ensure_ascii=False)
+    return visible(json.dumps(text if len(text) <= limit else text[:limit - 1] + "…", ensure_ascii=False))
 
 
-@functools.lru_cache(maxsize=None)  # mask() runs per line: compile once
-def _temporary_paths() -> Pattern[str]:
-    folders = list(_TEMPORARY)
+def visible(text: str) -> str:
+    """``text`` with the undecodable bytes the runner kept (``errors="surrogateescape"``) written
+    as ``\\xNN``: printable and writable as UTF-8."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+# -- the masks that need more than a substitution -----------------------------------------------
+def _compact_times(line: str) -> str:
+    return _COMPACT.sub(_compact_time, line) if len(line) >= 14 else line
+
+
+def _compact_time(match: Match[str]) -> str:
+    year, month, day, _, hour, minute, second = match.groups()
+    plausible = (1970 <= int(year) <= 2200 and 1 <= int(month) <= 12 and 1 <= int(day) <= 31
+                 and int(hour) < 24 and int(minute) < 60 and int(second) < 61)
+    return "<TIME>" if plausible else match.group(0)
+
+
+def _epoch_times(window: Tuple[float, float], line: str) -> str:
+    earliest, latest = window[0] - WINDOW_MARGIN, window[1] + WINDOW_MARGIN
+
+    def inside(match: Match[str]) -> str:
+        text = match.group(0)
+        seconds = float(text) / (1000.0 if len(text) == 13 and "." not in text else 1.0)
+        return "<TIME>" if earliest <= seconds <= latest else text
+
+    return _EPOCH.sub(inside, line)
+
+
+def _temporary_paths(line: str) -> str:
+    """Each temporary path with its random folders masked and the rest (the file's name) kept."""
+    if "/" not in line:
+        return line
+    return _temporary_roots().sub(_temporary_path, line)
+
+
+def _temporary_path(match: Match[str]) -> str:
+    root, rest = match.group(1), match.group(2)
+    parts = rest.split("/")
+    masked = []
+    for index, part in enumerate(parts):
+        folder = (_RANDOM_TOP if index == 0 else _RANDOM_DEEPER).match(part)
+        if folder and (index < len(parts) - 1 or index == 0):  # a folder; or the temporary folder itself
+            masked.append("<TMP>")
+        elif index == len(parts) - 1 and _RANDOM_FILE.match(part):
+            masked.append(_RANDOM_FILE.sub("<TMP>", part))
+        else:
+            masked.append(part)
+    return root + "/".join(masked)
+
+
+@functools.lru_cache(maxsize=None)  # mask() runs per differing line: compile once
+def _temporary_roots() -> Pattern[str]:
+    folders = ["/tmp/", "/var/tmp/", "/var/folders/", "/private/var/folders/", "/dev/shm/"]
     own = tempfile.gettempdir().rstrip("/") + "/"
     if own not in folders:
         folders.append(own)
-    return re.compile("(?:" + "|".join(re.escape(folder) for folder in folders) + r")[^\s'\"),:;\]]+")
+    roots = "|".join(re.escape(folder) for folder in sorted(folders, key=len, reverse=True))
+    return re.compile(r"(?<![\w.])(" + roots + r")([^\s'\"),:;\]]+)")
+
+
+def _run_pids(pids: Tuple[int, ...], line: str) -> str:
+    line = _prefix_pids(pids).sub(
+        lambda match: match.group(0)[:match.start(1) - match.start()] + "<PID>", line)
+    large = tuple(pid for pid in pids if pid >= LARGE_PID)
+    return _whole_numbers(large).sub("<PID>", line) if large else line
 
 
 @functools.lru_cache(maxsize=16)  # per comparison's PIDs, not per line
-def _pids(pids: Tuple[int, ...]) -> Pattern[str]:
+def _prefix_pids(pids: Tuple[int, ...]) -> Pattern[str]:
+    """A run's PID in brackets where a log format puts it: "[123] msg" or "[123:thread] msg"
+    (at the start or after a blank), "name[123]: msg" (syslog). Not "a[2] = 1" nor "[2]" alone."""
+    numbers = "(?:" + "|".join(str(pid) for pid in sorted(pids, reverse=True)) + ")"
+    prefix = r"(?:^|(?<=\s))\[(?=" + numbers + r"(?:\]\s+\S|[:\s][^\]\n]*\]))"
+    syslog = r"\b[A-Za-z][\w.-]*\[(?=" + numbers + r"\]:)"
+    return re.compile(f"(?:{prefix}|{syslog})({numbers})")
+
+
+@functools.lru_cache(maxsize=16)
+def _whole_numbers(pids: Tuple[int, ...]) -> Pattern[str]:
     # A whole number only: not the digits of a float ("0.12345") that happen to be a PID.
-    return re.compile(r"(?<![\w.])(?:" + "|".join(str(pid) for pid in sorted(set(pids), reverse=True))
+    return re.compile(r"(?<![\w.])(?:" + "|".join(str(pid) for pid in sorted(pids, reverse=True))
                       + r")(?![\w]|\.\d)")
