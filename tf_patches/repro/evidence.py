@@ -3,13 +3,15 @@
 Under ``TF_PATCHES_REPRO_DIR`` (set by ``repro`` for every process of a run's tree), the bootstrap
 arms :func:`arm_from_environment` at interpreter start-up: at exit, the process writes
 ``process-<pid>.json``: its command line, its parent, its reproducibility fingerprint (where it
-imported TensorFlow: :mod:`tf_patches.core.fingerprint`), and the seeds it used and where they came
-from (op_determinism's report row, the TF global seed, the seed variables). Its trap events are in
+imported TensorFlow: :mod:`tf_patches.core.fingerprint`), the seeds it used and where they came
+from (op_determinism's report row, the TF global seed, the seed variables), and its randomness: what
+it drew without a seed, the seeds it set and its tf.data choices, at the user's lines
+(:mod:`.recorders`, armed here with the experiment knobs). Its trap events are in
 ``traps-<pid>.jsonl`` already (:mod:`tf_patches.core.traps` appends one line per trap as it
 springs, so a process that dies still leaves them).
 
-Arming costs nothing but an ``atexit`` registration: this module imports only the standard
-library at start-up, and the rest at exit.
+Arming costs an ``atexit`` registration and the recorders' import hooks: this module imports only
+the standard library, :mod:`.recorders` and :mod:`.knobs` at start-up, and the rest at exit.
 """
 
 from __future__ import annotations
@@ -35,6 +37,20 @@ def arm_from_environment() -> None:
     atexit.register(write)
     if hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_forked)
+    _arm_recorders()
+
+
+def _arm_recorders() -> None:
+    """The randomness recorders and the experiment knobs: a failure leaves the rest of the
+    evidence armed, said in one line."""
+    try:
+        from . import recorders
+
+        recorders.arm_from_environment()
+    except Exception as exc:
+        if sys.stderr is not None:
+            sys.stderr.write(f"tf-patches: repro: this process's randomness is not recorded: "
+                             f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
 
 
 class _Anchor:
@@ -77,7 +93,16 @@ def collect() -> dict:
     tensorflow = "tensorflow" in sys.modules
     return {"pid": os.getpid(), "ppid": os.getppid(), "argv": list(sys.argv)[:20],
             "tensorflow": tensorflow, "fingerprint": _fingerprint() if tensorflow else None,
-            "seeds": _seeds(tensorflow)}
+            "seeds": _seeds(tensorflow), "randomness": _randomness()}
+
+
+def _randomness() -> dict:
+    try:
+        from . import recorders
+
+        return recorders.snapshot()
+    except Exception as exc:
+        return {"unreadable": f"{type(exc).__name__}: {exc}"}
 
 
 def _fingerprint() -> object:
