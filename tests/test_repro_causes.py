@@ -112,6 +112,15 @@ def test_string_hash_order_is_found_by_experiment_and_verify_fixes_it(tmp_path: 
     assert data["verification"]["command"][2:4] == ["--hash-seed", "0"]
 
 
+def test_a_generator_no_recorder_sees_is_found_by_the_global_seeds_then_narrowed(tmp_path: Path) -> None:
+    # scikit-learn's check_random_state(None) draws from NumPy's global state without the
+    # module's functions, so no recorder sees it: the experiments still find which seed fixes it.
+    data = _repro(tmp_path, "import numpy as np\nprint(np.random.mtrand._rand.random_sample())\n")
+    cause = _first(data)
+    assert (cause["name"], cause["confirmed"]) == ("numpy_unseeded", True)
+    assert [e["knob"] for e in data["experiments"]] == ["hash_seed", "global_seeds", "seed_numpy"]
+
+
 def test_what_no_knob_fixes_is_unknown_after_the_knobs_that_apply(tmp_path: Path) -> None:
     data = _repro(tmp_path, "import os\nprint('token', os.urandom(8).hex())\n")
     cause = _first(data)

@@ -24,6 +24,7 @@ _NAMED_BY = {"hash_seed": "hash_order", "global_seeds": "tf_seed_unset", "seed_t
              "seed_numpy": "numpy_unseeded", "seed_python": "python_random_unseeded",
              "tfdata_deterministic": "tfdata_nondeterministic", "list_files_seed": "list_files_shuffle",
              "pin_seeds": "seed_varies", "fresh_state": "state_left_by_run", "op_determinism": "unknown"}
+_NARROWER = ("seed_numpy", "seed_python")  # after global_seeds, which one alone (else TF's: tf_seed_unset)
 
 
 class Outcome:
@@ -109,22 +110,33 @@ def run_experiments(suspects: Sequence[Cause], rerun: Rerun, limit: int = DEFAUL
 
 def _fallback(experiment: Callable[[Knob, List[str]], bool], tried: List[str], skip: Sequence[str]) -> Optional[Cause]:
     """repro's own knobs, cheapest first, where no suspect's did: the first that makes the runs
-    repeat names its cause."""
+    repeat names its cause. All global seeds at once is narrowed down to one where experiments
+    are left (a generator no recorder sees, such as scikit-learn's use of NumPy's global state)."""
     for name in FALLBACK_KNOBS:
         if name in tried or name in skip:
             continue
-        knob = KNOBS[name]
-        cause_name = _NAMED_BY[name]
-        if experiment(knob, [cause_name]):
-            kind = CAUSES[cause_name]
-            cause = Cause(cause_name, "", fix=fix_text(cause_name, "") if cause_name != "unknown" else
-                          "turn op determinism on (tf.config.experimental.enable_op_determinism() with "
-                          "keras.utils.set_random_seed), or find the op: tf-patches run --deterministic",
-                          run_flags=tuple(kind.run_flags) or (KNOBS[name].flags if cause_name == "unknown" else ()),
-                          knob=name, confirmed=cause_name != "unknown")
-            cause.evidence.append(f"no recorder saw it, but with {knob.words} the runs repeat")
-            return cause
+        if experiment(KNOBS[name], [_NAMED_BY[name]]):
+            if name == "global_seeds":
+                for narrower in _NARROWER:
+                    if narrower not in skip and experiment(KNOBS[narrower], [_NAMED_BY[narrower]]):
+                        return _found(narrower)
+            return _found(name)
     return None
+
+
+def _found(knob: str) -> Cause:
+    """The cause a fallback knob proved: confirmed, but for ``unknown`` (op determinism with
+    seeds fixes many things at once: no one cause is proven)."""
+    name = _NAMED_BY[knob]
+    kind = CAUSES[name]
+    if name == "unknown":
+        cause = Cause(name, "", fix="turn op determinism on (tf.config.experimental.enable_op_determinism() with "
+                                    "keras.utils.set_random_seed), or find the op: tf-patches run --deterministic",
+                      run_flags=KNOBS[knob].flags, knob=knob)
+    else:
+        cause = Cause(name, "", fix=fix_text(name, ""), run_flags=tuple(kind.run_flags), knob=knob, confirmed=True)
+    cause.evidence.append(f"no recorder saw it, but with {KNOBS[knob].words} the runs repeat")
+    return cause
 
 
 def _together(knobs: Sequence[Knob]) -> Optional[Knob]:
