@@ -239,6 +239,18 @@ def test_run_rejects_bad_options_and_missing_commands_before_anything_starts(tmp
     assert missing.returncode == 127 and "command not found" in missing.stderr
 
 
+def test_hash_seed_sets_pythonhashseed_for_the_command_and_rejects_what_python_would(tmp_path):
+    probe = "import os, sys; print(os.environ.get('PYTHONHASHSEED'), hash('tf-patches'))"
+    runs = [_run(RUN + ["--hash-seed", "7", "--", PYTHON, "-c", probe], {"PYTHONHASHSEED": None}) for _ in range(2)]
+    assert [run.returncode for run in runs] == [0, 0], runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout and runs[0].stdout.startswith("7 ")
+    unset = [_run(RUN + ["--", PYTHON, "-c", probe], {"PYTHONHASHSEED": None}).stdout for _ in range(2)]
+    assert unset[0] != unset[1] and unset[0].startswith("None ")  # without it, string hashes vary
+    for bad in ("-1", "4294967296", "x"):
+        result = _run(RUN + ["--hash-seed", bad, "--", PYTHON, "-c", "print('started')"])
+        assert result.returncode == 2 and "started" not in result.stdout, (bad, result.stderr)
+
+
 AUTO_PROBE = "import tf_patches; print(tf_patches.report()['seed_kernel_cache'].reason)"
 
 
