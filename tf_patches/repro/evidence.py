@@ -22,6 +22,7 @@ import sys
 
 VARIABLE = "TF_PATCHES_REPRO_DIR"  # core.traps.REPRO_DIR_VARIABLE, not imported: start-up cost
 PROCESS_FILE = "process-{pid}.json"
+SCHEMA = "tf-patches-repro-evidence/1"  # a process file's layout (collect()); read() skips other layouts
 TRAPS_PREFIX, TRAPS_SUFFIX = "traps-", ".jsonl"  # core.traps.EVENTS_FILE
 SEED_VARIABLES = ("TF_PATCHES_SEED", "TF_PATCHES_DETERMINISTIC", "TF_PATCHES_SEEDED_BY", "PYTHONHASHSEED")
 _armed = False
@@ -91,7 +92,7 @@ def write() -> None:
 def collect() -> dict:
     """This process's evidence now: what ``write`` records."""
     tensorflow = "tensorflow" in sys.modules
-    return {"pid": os.getpid(), "ppid": os.getppid(), "argv": list(sys.argv)[:20],
+    return {"schema": SCHEMA, "pid": os.getpid(), "ppid": os.getppid(), "argv": list(sys.argv)[:20],
             "tensorflow": tensorflow, "fingerprint": _fingerprint() if tensorflow else None,
             "seeds": _seeds(tensorflow), "randomness": _randomness()}
 
@@ -150,7 +151,10 @@ def read(directory: str) -> tuple:
         if name.startswith("process-") and name.endswith(".json"):
             try:
                 with open(path, encoding="utf-8") as handle:
-                    processes.append(json.load(handle))
+                    data = json.load(handle)
+                # A process of another tf-patches (a venv in the tree) may write another layout.
+                if isinstance(data, dict) and data.get("schema", SCHEMA) == SCHEMA:
+                    processes.append(data)
             except (OSError, ValueError):
                 continue
         elif name.startswith(TRAPS_PREFIX) and name.endswith(TRAPS_SUFFIX):
