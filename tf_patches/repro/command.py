@@ -37,6 +37,7 @@ from ..isolation import processes
 from . import report as reporting
 from . import runner
 from .compare import compare
+from .knobs import VARIABLE as KNOBS_VARIABLE  # read by the recorders in each process of an experiment
 from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
 from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport
@@ -45,7 +46,6 @@ from .vocabulary import Knob
 
 HELP = "run a command several times and say whether its runs repeat, and if not, why"
 EXIT_REPEATABLE, EXIT_NOT_REPEATABLE, EXIT_USAGE, EXIT_NOT_CHECKED = 0, 1, 2, 3
-KNOBS_VARIABLE = "TF_PATCHES_REPRO_KNOBS"  # read by the recorders in each process of an experiment
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
