@@ -5,8 +5,10 @@ Source: https://github.com/tensorflow/tensorflow/issues/44195 ("Random ops the s
 iterations over mapped datasets"); also TF 35682 (the same in Keras fit), 35090, 29101
 Reproduces: the posted get_dataset(), iterated three times as three epochs.
 Expected: repeatable
-Cause: dataset_epoch_repeat
-Fixable: yes
+Cause: none
+Trap: dataset_epoch_repeat
+Confirmed: no
+Fixable: no
 Venv: .venv
 """
 import tensorflow as tf

@@ -5,7 +5,9 @@ Source: https://github.com/keras-team/keras/issues/17007; also keras 18244, TF 5
 https://github.com/huggingface/transformers/pull/30504 (tests switched to keras.utils.set_random_seed)
 Reproduces: a Dense layer built after tf.random.set_seed(1) alone, its first weights printed.
 Expected: not repeatable
+First difference: stdout line 1
 Cause: keras_seed
+Confirmed: yes
 Fixable: yes
 Venv: .venv
 """

@@ -6,7 +6,9 @@ aren't"); also TF 13932, 34909, and https://github.com/NVIDIA/framework-reproduc
 Reproduces: the posted map function, over 64 elements with 4 parallel calls (the thread's 10 with
 2 can come out alike by chance), values printed.
 Expected: not repeatable
+First difference: stdout line 1
 Cause: parallel_random_map
+Confirmed: yes
 Fixable: yes
 Venv: .venv
 """

@@ -8,8 +8,10 @@ Source: https://github.com/tensorflow/tensorflow/issues/38197 (two runs whose lo
 the progress bar's "13s 14ms/step" differ); https://github.com/NVIDIA/framework-reproducibility
 Reproduces: a small model fitted with the progress bar on (verbose=1), 3 epochs, then evaluated.
 Expected: repeatable
-Cause: dataset_epoch_repeat
-Fixable: yes
+Cause: none
+Trap: dataset_epoch_repeat
+Confirmed: no
+Fixable: no
 Venv: .venv
 """
 import numpy as np

@@ -5,7 +5,9 @@ different result"); also https://github.com/tensorflow/tensorflow/issues/25212
 Reproduces: the threads' small dense model on fixed data (NumPy's RandomState(0), so only the
 weights' initialization and the shuffling vary), no seed set; 2 epochs, the losses printed.
 Expected: not repeatable
-Cause: op_determinism
+First difference: stdout line 2
+Cause: tf_seed_unset
+Confirmed: yes
 Fixable: yes
 Venv: .venv
 """
