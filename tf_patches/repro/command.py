@@ -324,24 +324,23 @@ class _Parser(argparse.ArgumentParser):
         raise ValueError(message)
 
 
-def _runs(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of runs, got {text!r}") from None
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"at least 2 runs are needed to compare, got {value}")
-    return value
+def _whole(minimum: int, what: str, why: str) -> Any:
+    """An argparse type: a whole number of ``what`` no smaller than ``minimum``."""
+
+    def convert(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number of {what}, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{why}, got {value}")
+        return value
+
+    return convert
 
 
-def _experiments(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of experiments, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more experiments, got {value}")
-    return value
+_runs = _whole(2, "runs", "at least 2 runs are needed to compare")
+_experiments = _whole(0, "experiments", "expected 0 or more experiments")
 
 
 def _seconds(text: str) -> float:
