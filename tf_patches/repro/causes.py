@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .model import Cause, TrapSeen
 from .runner import Run
-from .vocabulary import CAUSES, fix_text
+from .vocabulary import CAUSES, SEED_FLAGS, fix_text
 
 LIBRARIES_OF_THE_MODEL = ("keras", "tf_keras", "tensorflow", "tensorflow_core")  # draw for layers and datasets
 _STRENGTH = {  # suspects' order before experiments: what the differing values show first
@@ -179,9 +179,10 @@ def _traps(found: Collector, traps: Sequence[TrapSeen]) -> set:
 # -- the recorders' evidence --------------------------------------------------------------------
 def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapped_lines: set,
                 tensorflow: bool) -> None:
-    """The recorders' evidence of one process. tf-patches seeds at ``import tensorflow``: in a
-    process that never imports it, no flag of tf-patches' fixes a seed (a code change does)."""
-    seed_flags = None if tensorflow else ()
+    """The recorders' evidence of one process. tf-patches seeds at ``import tensorflow``: a draw
+    in a process that never imports it, or before it does, is fixed by no flag of tf-patches'
+    (a code change does)."""
+    loaded = randomness.get("tensorflow_loaded_at")
     seeds = [seed for seed in randomness.get("seeds_set") or [] if isinstance(seed, dict)]
     tfdata = [entry for entry in randomness.get("tfdata") or [] if isinstance(entry, dict)]
     list_files_lines = {entry.get("where") for entry in tfdata if entry.get("kind") == "list_files_shuffle"}
@@ -197,16 +198,21 @@ def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapp
         time = float(draw.get("time") or 0)
         if where in trapped_lines or (source == "tf_op" and where in list_files_lines):
             continue  # a trap (or list_files) at that line says it better
-        late = _seeded_after(seeds, source, time)
+        for_the_model = via in LIBRARIES_OF_THE_MODEL or source == "tf_op"
+        # tf-patches' seeds come at `import tensorflow`: they fix only draws after it.
+        seed_flags = None if tensorflow and (loaded is None or time >= float(loaded)) else ()
+        # Keras draws a layer's seed from Python's random: any global seed set after it came too late.
+        late = _seeded_after(seeds, "any" if for_the_model and source != "tf_op" else source, time)
         what = f"{_WORDS.get(source, source)}{' (through ' + via + ')' if via else ''} drew without a seed"
         if late is not None:
+            knob = "global_seeds" if for_the_model and source != "tf_op" else _late_knob(source)
             found.add("seeded_too_late", where, f"{what} at {_at(found, draw)}, before the seed was set at "
-                      f"{_at(found, late)}", run, time, knob=_late_knob(source), run_flags=seed_flags)
-        elif via in LIBRARIES_OF_THE_MODEL or source == "tf_op":
+                      f"{_at(found, late)}", run, time, knob=knob, run_flags=seed_flags)
+        elif for_the_model:
             found.add("tf_seed_unset", where, f"{what} at {_at(found, draw)}"
                       + ("" if seeded_any else "; no seed was set in that process"), run, time)
         elif source in ("numpy_global", "numpy_generator"):
-            flags = CAUSES["tf_seed_unset"].run_flags if source == "numpy_global" and tensorflow else ()
+            flags = SEED_FLAGS if source == "numpy_global" and seed_flags is None else ()
             found.add("numpy_unseeded", where, f"{what} at {_at(found, draw)}", run, time, run_flags=flags)
         elif source == "python_random":
             found.add("python_random_unseeded", where, f"{what} at {_at(found, draw)}", run, time,
@@ -214,12 +220,11 @@ def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapp
 
 
 def _seeded_after(seeds: Sequence[Mapping[str, Any]], source: str, time: float) -> Optional[Mapping[str, Any]]:
-    """The first seed of ``source``'s kind set after ``time`` in the same process, if any."""
-    kind = _SEED_SOURCES.get(source)
-    if kind is None:
-        return None
+    """The first seed of ``source``'s kind (``"any"``: of any global generator) set after ``time``
+    in the same process, if any."""
+    kinds = set(_SEED_SOURCES.values()) if source == "any" else {_SEED_SOURCES.get(source)}
     for seed in seeds:
-        if seed.get("source") == kind and float(seed.get("time") or 0) > time and seed.get("value") is not None:
+        if seed.get("source") in kinds and float(seed.get("time") or 0) > time and seed.get("value") is not None:
             return seed
     return None
 

@@ -75,6 +75,9 @@ _classifier: "Any" = None
 
 
 # -- arming and the snapshot ---------------------------------------------------------------------
+_tensorflow_loaded_at: "Optional[float]" = None
+
+
 def arm_from_environment() -> bool:
     """Under repro (``TF_PATCHES_REPRO_DIR``), once per process: read the knobs and wrap each
     source when its module loads. Returns whether it armed now."""
@@ -99,7 +102,8 @@ def snapshot() -> dict:
     time order, at most :data:`MAX_ENTRIES`), the ``knobs`` in force, and the recorders ``off``."""
     with _lock:
         return {"draws": [dict(entry) for entry in _draws], "seeds_set": [dict(entry) for entry in _seeds_set],
-                "tfdata": [dict(entry) for entry in _tfdata], "knobs": list(_knobs), "off": dict(_off)}
+                "tfdata": [dict(entry) for entry in _tfdata], "knobs": list(_knobs), "off": dict(_off),
+                "tensorflow_loaded_at": _tensorflow_loaded_at}
 
 
 def knob(name: str) -> bool:
@@ -117,7 +121,11 @@ def _guarded(install: "Callable[[Any], None]", recorder: str) -> "Callable[[Any]
 
 
 def _install_tensorflow(tensorflow: "Any") -> None:
+    global _tensorflow_loaded_at
     from . import tf_recorders  # TF's and tf.data's recorders: only where TF loads
+
+    # A draw before this moment is not one that tf-patches' seeds (set at `import tensorflow`) fix.
+    _tensorflow_loaded_at = time.time()
 
     tf_recorders.install(tensorflow)
 
