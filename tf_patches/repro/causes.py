@@ -169,8 +169,11 @@ def _traps(found: Collector, traps: Sequence[TrapSeen]) -> set:
     for trap in traps:
         if trap.too_repeatable or trap.name not in CAUSES:
             continue  # makes runs alike: never why they differ
+        where = relative(trap.where, found.cwd) if trap.where else "a line outside your code"
+        runs = ", ".join(map(str, trap.runs))
         for run in trap.runs:
-            found.add(trap.name, trap.where, trap.message or trap.explanation, run, trap.time,
+            found.add(trap.name, trap.where, f"the {trap.name} trap sprang at {where} (run{'s' if len(trap.runs) > 1 else ''} "
+                      f"{runs}): {trap.explanation}", run, trap.time,
                       run_flags=trap.run_flags, fix=trap.fix, knob=f"trap:{trap.name}" if trap.run_flags else "")
         lines.add(trap.where)
     return lines
