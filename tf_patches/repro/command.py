@@ -37,12 +37,15 @@ from ..isolation import processes
 from . import report as reporting
 from . import runner
 from .compare import compare
+from . import located as locating
 from .knobs import VARIABLE as KNOBS_VARIABLE  # read by the recorders in each process of an experiment
 from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
 from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport
 from .runner import Run, run_once
 from .vocabulary import Knob
+
+LOCATE_LIMIT = locating.DEFAULT_LIMIT
 
 HELP = "run a command several times and say whether its runs repeat, and if not, why"
 EXIT_REPEATABLE, EXIT_NOT_REPEATABLE, EXIT_USAGE, EXIT_NOT_CHECKED = 0, 1, 2, 3
@@ -70,6 +73,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verify", action="store_true",
                         help="run the command as many times again with the fixes of the causes named, and "
                              "say whether the runs then repeat")
+    parser.add_argument("--locate", action="store_true",
+                        help="record a digest of every TF op's outputs in each run and name the first op whose "
+                             "outputs differ: its type, name, the line that built it, which call, its values")
+    parser.add_argument("--locate-limit", metavar="N", type=_locate_limit, default=None,
+                        help=f"with --locate, record at most N ops per process (default {LOCATE_LIMIT})")
     parser.add_argument("--json", action="store_true",
                         help="print the report as one JSON document on a line of its own on stdout")
     parser.add_argument("--output", metavar="FILE",
@@ -100,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
 def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (), compare_stderr: bool = False,
           ignore: Sequence[str] = (), timeout: Optional[float] = None, keep: Optional[str] = None,
           against: Optional[str] = None, verify: bool = False, experiments: int = DEFAULT_LIMIT,
-          options: Optional[Mapping[str, Any]] = None) -> ReproReport:
+          options: Optional[Mapping[str, Any]] = None, locate: bool = False) -> ReproReport:
     """``tf-patches repro`` as a function: run ``command`` (a list of strings) ``runs`` times and
     return the :class:`~tf_patches.repro.model.ReproReport` (``.verdict``, ``.repeatable``,
     ``.first_difference``, ``.causes``, ``.to_dict()`` with the ``--json`` schema). ``options`` are
@@ -112,7 +120,8 @@ def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (),
     if isinstance(experiments, bool) or not isinstance(experiments, int) or experiments < 0:
         raise ValueError(f"experiments must be a whole number >= 0, got {experiments!r}")
     argv = ["--runs", str(runs), "--experiments", str(experiments),
-            *(["--compare-stderr"] if compare_stderr else []), *(["--verify"] if verify else [])]
+            *(["--compare-stderr"] if compare_stderr else []), *(["--verify"] if verify else []),
+            *(["--locate"] if locate else [])]
     for flag, values in (("--compare", compare), ("--ignore", ignore)):
         if isinstance(values, (str, bytes)):
             raise TypeError(f"{flag[2:]} must be a list of strings, got {values!r}")
@@ -200,10 +209,11 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: processes
         given = _stdin(stdin, base)
         series = _Series(args, command, base, signals, progress, given[0])
         env = autoapply.command_environment(args)
-        runs = series.runs("run", env, args.runs)
+        runs = series.runs("run", _locate_environment(args, env), args.runs)  # only these are located
         left = series.left_behind()
         report = reporting.build(command, runs, args.compare, masker, args.compare_stderr, against,
                                  args.against or "", left, series.cwd)
+        _located(report, args, runs, series.cwd)
         report.stdin = given[1]
         report.patch_flags = _flags_of(args)
         if report.verdict == NOT_REPEATABLE:
@@ -212,10 +222,48 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: processes
             report.notes.append(f"each run's output, files and evidence are kept in {args.keep}")
         if args.verify:
             _verify(report, series, masker)
+        _offer_locate(report, args)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
     return report
+
+
+def _locate_environment(args: argparse.Namespace, env: Dict[str, str]) -> Dict[str, str]:
+    if not (args.locate or args.locate_limit):
+        return env
+    return dict(env, **{locating.VARIABLE: str(args.locate_limit or LOCATE_LIMIT)})
+
+
+def _located(report: ReproReport, args: argparse.Namespace, runs: Sequence[Run], cwd: str) -> None:
+    """--locate: what the runs recorded, and the first op whose outputs differ (as evidence for a
+    cause at its line)."""
+    if not (args.locate or args.locate_limit):
+        return
+    recordings = [locating.read(run.folder) for run in runs]
+    report.locate = locating.summary(recordings)
+    found = locating.locate(recordings, cwd)
+    if found is None:
+        return
+    if report.verdict != NOT_REPEATABLE:
+        report.notes.append(f"--locate: {found['op_type']} at {found['where'] or 'an unknown line'} computed other "
+                            f"values in run {found['run']}, yet what was compared repeats")
+        return
+    report.located = found
+    for cause in report.causes:
+        if cause.where and cause.where == found.get("where"):
+            cause.evidence.append(f"--locate: {found['op_type']} there is the first op whose outputs differ "
+                                  f"(call {found['call']})")
+
+
+def _offer_locate(report: ReproReport, args: argparse.Namespace) -> None:
+    if args.locate or args.locate_limit or report.verdict != NOT_REPEATABLE:
+        return
+    if not any(run_data.get("tensorflow") for run in report.runs for run_data in run.processes):
+        return
+    if all(cause.name == "unknown" or not cause.confirmed for cause in report.causes):
+        report.notes.append("no cause is confirmed: run again with --locate to name the first TF op whose "
+                            "outputs differ, and the line that built it")
 
 
 def _experiment(report: ReproReport, series: _Series, masker: Masker, env: Dict[str, str]) -> None:
@@ -341,6 +389,7 @@ def _whole(minimum: int, what: str, why: str) -> Any:
 
 _runs = _whole(2, "runs", "at least 2 runs are needed to compare")
 _experiments = _whole(0, "experiments", "expected 0 or more experiments")
+_locate_limit = _whole(1, "ops", "expected 1 or more ops")
 
 
 def _seconds(text: str) -> float:

@@ -52,6 +52,15 @@ def _arm_recorders() -> None:
         if sys.stderr is not None:
             sys.stderr.write(f"tf-patches: repro: this process's randomness is not recorded: "
                              f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
+    if os.environ.get("TF_PATCHES_REPRO_LOCATE", "").strip():  # locate.VARIABLE: --locate's op digests
+        try:
+            from . import locate
+
+            locate.arm_from_environment()
+        except Exception as exc:
+            if sys.stderr is not None:
+                sys.stderr.write(f"tf-patches: repro --locate: this process's ops are not recorded: "
+                                 f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
 
 
 class _Anchor:

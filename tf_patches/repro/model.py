@@ -115,6 +115,8 @@ class ReproReport:
     notes: List[str] = field(default_factory=list)
     verification: Optional[Dict[str, Any]] = None
     patch_flags: List[str] = field(default_factory=list)  # the `tf-patches run` flags the runs had
+    located: Optional[Dict[str, Any]] = None  # --locate: the first op whose outputs differ (located.locate)
+    locate: Optional[Dict[str, Any]] = None  # --locate: what was recorded and what it cost (located.summary)
 
     @property
     def repeatable(self) -> bool:
@@ -143,4 +145,5 @@ class ReproReport:
                 "experiments": [experiment.to_dict() for experiment in self.experiments],
                 "masked": [line.to_dict() for line in self.masked], "fingerprint": self.fingerprint,
                 "seeds": self.seeds, "not_checked": self.not_checked, "warnings": self.warnings,
-                "notes": self.notes, "verification": self.verification}
+                "notes": self.notes, "verification": self.verification, "located": self.located,
+                "locate": self.locate}

@@ -188,6 +188,10 @@ def render(report: ReproReport) -> str:
         lines.append(f"  run {failed.number}'s last lines of stderr:")
         lines += [f"    {line[:200]}" for line in failed.stderr.strip().splitlines()[-5:]]
     lines += _cause_lines(report)
+    if report.locate is not None:
+        from .located import render as located_lines
+
+        lines += located_lines(report.located, report.locate)
     lines += _experiment_lines(report)
     lines += [f"warning: {warning}" for warning in report.warnings]
     lines += _masked_lines(report)
