@@ -172,8 +172,8 @@ def _traps(found: Collector, traps: Sequence[TrapSeen]) -> set:
         where = relative(trap.where, found.cwd) if trap.where else "a line outside your code"
         runs = ", ".join(map(str, trap.runs))
         for run in trap.runs:
-            found.add(trap.name, trap.where, f"the {trap.name} trap sprang at {where} (run{'s' if len(trap.runs) > 1 else ''} "
-                      f"{runs}): {trap.explanation}", run, trap.time,
+            found.add(trap.name, trap.where, f"the {trap.name} trap sprang at {where} "
+                      f"(run{'s' if len(trap.runs) > 1 else ''} {runs})", run, trap.time,
                       run_flags=trap.run_flags, fix=trap.fix, knob=f"trap:{trap.name}" if trap.run_flags else "")
         lines.add(trap.where)
     return lines
