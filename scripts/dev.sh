@@ -27,7 +27,8 @@ OLDEST_TESTS=(tests/test_gate.py tests/test_options.py tests/test_engine.py test
               tests/test_keras2_predict_loop.py tests/test_lifecycle.py tests/test_diagnosis.py
               tests/test_replacements.py tests/test_registry_discovery.py tests/test_layout.py
               tests/test_diagnosis_retained.py tests/test_traps.py tests/test_keras_import_order.py tests/test_keras_seed.py
-              tests/test_dataset_epoch_repeat.py tests/test_retracing.py tests/test_fingerprint.py tests/test_repro.py)
+              tests/test_dataset_epoch_repeat.py tests/test_retracing.py tests/test_fingerprint.py tests/test_repro.py
+              tests/test_repro_locate.py)
 # PyTorch's CPU build, for op_determinism's PyTorch part (newest leg only: torch 2.13 needs a
 # typing-extensions newer than TF 2.12 accepts, so the oldest leg deselects the torch tests).
 TORCH="torch==2.13.0"
