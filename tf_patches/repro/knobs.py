@@ -20,11 +20,13 @@ VARIABLE = "TF_PATCHES_REPRO_KNOBS"
 SEED = 0  # the one seed every knob sets: two runs under the same knobs get the same streams
 # name -> what it does (repro's experiment lines and the README read these words).
 KNOBS = {
-    "seed_python": "random.seed(0) at start-up",
-    "seed_numpy": "np.random.seed(0) when NumPy loads; default_rng() seeded from 0 and its call count",
-    "seed_tf": "tf.random.set_seed(0) once TensorFlow has loaded",
+    "seed_python": "random.seed(0) at start-up; random.Random() seeded from 0 and its creation count",
+    "seed_numpy": "np.random.seed(0) when NumPy loads; default_rng(), RandomState() and the bit generators "
+                  "(PCG64() ...) seeded from 0 and their creation count",
+    "seed_tf": "tf.random.set_seed(0) once TensorFlow has loaded; tf.random.Generator.from_non_deterministic_state() "
+               "(the global generator's too) becomes from_seed, seeded from 0 and its creation count",
     "pin_seeds": "every seed the program sets (tf.random.set_seed, np.random.seed, random.seed, "
-                 "default_rng(x)) is 0 instead",
+                 "default_rng(x), Random(x), RandomState(x), PCG64(x) ..., Generator.from_seed(x)) is 0 instead",
     "tfdata_deterministic": "deterministic=False (map, interleave, batch) and Options.deterministic = False "
                             "become True",
     "list_files_seed": "Dataset.list_files(...) shuffled without a seed gets seed=0",
@@ -64,3 +66,10 @@ def generator_seed(count: int) -> list:
     """``seed_numpy``: the seed of the ``count``-th ``default_rng()`` of a process (a list is a
     ``SeedSequence`` entropy: distinct generators, the same in every run)."""
     return [SEED, count]
+
+
+def instance_seed(count: int) -> int:
+    """``seed_python``/``seed_tf``: the seed of the ``count``-th ``random.Random()`` or TF generator made
+    without one (those take a whole number: distinct from ``SEED`` itself, so the first is not the
+    stream of the module's own seeded generator; the same in every run)."""
+    return SEED * 2 ** 32 + count + 1

@@ -12,7 +12,16 @@ rand`` gets the wrapper:
 - NumPy's global ``RandomState`` functions and ``np.random.seed``; ``default_rng``;
 - TF's ``random_seed.get_seed`` (a draw with neither a global nor an op seed) and
   ``set_seed``/``set_random_seed``; tf.data's ``deterministic=False``, ``Options.deterministic =
-  False`` (at ``with_options``) and ``list_files`` shuffled without any seed.
+  False`` (at ``with_options``) and ``list_files`` shuffled without any seed;
+- generator objects made without a seed, each a draw at the line that made it, a seed passed to
+  one a seed set: ``random.Random()`` (``Random.seed``, which ``__init__`` calls; taken back when a
+  state is set before its first draw, as pickle and copy do); ``RandomState()`` and the bit
+  generators (``Generator(PCG64())``) through stand-in subclasses bound in ``numpy.random``
+  (:func:`_install_numpy_objects`: isinstance and pickling as before); TF's
+  ``Generator.from_non_deterministic_state`` and ``get_global_generator`` (:mod:`.tf_recorders`).
+  Not seen: ``SystemRandom`` (it cannot be seeded), methods called on NumPy's global RandomState
+  itself (``np.random.mtrand._rand.random_sample()``, scikit-learn's ``check_random_state(None)``:
+  it cannot be wrapped without a second state; ``seed_numpy`` seeds it all the same).
 
 A draw is recorded once per (source, user line): the wrapper keys the calling frame's code and
 instruction, so past a seeded source's first draw a wrapper costs one attribute read (and the call
@@ -59,7 +68,8 @@ class _Watch:
         self.seeded = False
 
 
-_watch = {source: _Watch() for source in (PYTHON, NUMPY, GENERATOR, TF)}
+OBJECTS = "python_random_objects"  # the watch of random.Random() instances (random.seed(x) seeds none of them)
+_watch = {source: _Watch() for source in (PYTHON, NUMPY, GENERATOR, TF, OBJECTS)}
 # Per source: (id(code), instruction) of the user frames that drew -> the code (kept, so no id is reused).
 _sites: "Dict[str, Dict[Tuple[int, int], Any]]" = {source: {} for source in _watch}
 _draws: "List[dict]" = []
@@ -70,7 +80,13 @@ _off: "Dict[str, str]" = {}  # recorder -> why it is off
 _lock = _thread.allocate_lock()
 _knobs: tuple = ()
 _armed = False
-_generators = count()  # default_rng() calls, for seed_numpy
+_generators = count()  # default_rng(), RandomState() and bit generators made without a seed, for seed_numpy
+_instances = count()  # random.Random() made without a seed, for seed_python
+_tf_generators = count()  # tf.random.Generator.from_non_deterministic_state() calls, for seed_tf
+# id(a Random()) -> (a weak reference to it, (source, entry, key) of the draw it was recorded as, its state then):
+# a state set (pickle, copy, setstate) or a seed given before its first draw takes the record back.
+_pending: "Dict[int, tuple]" = {}
+_local = _thread._local()  # .quiet: NumPy's jumped()/spawn() making a generator of the same type
 _classifier: "Any" = None
 
 
@@ -88,8 +104,10 @@ def arm_from_environment() -> bool:
     _knobs = knobs.from_environment()
     from ..core import importhook
 
-    for name, install, recorder in (("random", _install_python, PYTHON), ("numpy.random", _install_numpy, NUMPY),
+    for name, install, recorder in (("random", _install_python, PYTHON), ("random", _install_random_objects, OBJECTS),
+                                    ("numpy.random", _install_numpy, NUMPY),
                                     ("numpy.random", _install_default_rng, GENERATOR),
+                                    ("numpy.random", _install_numpy_objects, "numpy_objects"),
                                     ("tensorflow", _install_tensorflow, "tensorflow")):
         importhook.when_loaded((name,), _guarded(install, recorder), f"repro's recorder of {name}")
     if hasattr(os, "register_at_fork"):
@@ -137,6 +155,7 @@ def _forked() -> None:
     _lock = _thread.allocate_lock()  # the parent may have held it across the fork
     del _draws[:], _seeds_set[:], _tfdata[:]
     _recorded.clear()
+    _pending.clear()
     for source, sites in _sites.items():
         sites.clear()
         _refresh(source)
@@ -224,37 +243,55 @@ def _outside_tensorflow(frame: "Any") -> "Tuple[Any, str]":
 
 
 # -- recording -----------------------------------------------------------------------------------
-def _note(source: str, function: str, frame: "Any") -> None:
-    """A draw from ``source`` without a seed, called from ``frame``: recorded once per user line."""
+def _note(source: str, function: str, frame: "Any") -> "Optional[tuple]":
+    """A draw from ``source`` without a seed, called from ``frame``: recorded once per user line.
+    Returns ``(source, entry, key)`` when this call recorded it (what :func:`_retract` takes back)."""
     try:
-        _note_draw(source, function, frame)
+        return _note_draw(source, function, frame)
     except Exception:  # the draw itself goes on
-        pass
+        return None
 
 
-def _note_draw(source: str, function: str, frame: "Any") -> None:
+def _note_draw(source: str, function: str, frame: "Any") -> "Optional[tuple]":
     if source == TF:
-        frame, function = _outside_tensorflow(frame)
+        frame, outermost = _outside_tensorflow(frame)
+        if function == "get_seed":  # a random op: the TF function the caller called names it
+            function = outermost
     user = _library().user_frame(frame) if frame is not None else None
     sites = _sites[source]
     key = (id(user.f_code), user.f_lasti) if user is not None else None
     if key in sites:
-        return
+        return None
     via = "" if frame is None or user is frame else _package(frame)
     if via and _importing(frame, user):
-        return  # a library drawing as it is imported (rich's style ids): not the program's draw
+        return None  # a library drawing as it is imported (rich's style ids): not the program's draw
     user, where = _site(frame) if user is None else (user, _where(user))
     entry = {"source": source, "where": where, "function": function, "via": via, "time": time.time()}
     with _lock:
         if key is not None:
             sites[key] = user.f_code
         if (source, where) in _recorded or len(_draws) >= MAX_ENTRIES:
-            return
+            return None
         _recorded.add((source, where))
         _draws.append(entry)
         if len(_draws) >= MAX_ENTRIES:
             for name in _watch:
                 _refresh(name)
+    return source, entry, key
+
+
+def _retract(source: str, entry: dict, key: "Optional[tuple]") -> None:
+    """Take back a recorded draw (a generator whose state was set before it drew): its line is
+    recorded again if it makes another generator without a seed."""
+    with _lock:
+        for index, draw in enumerate(_draws):
+            if draw is entry:
+                del _draws[index]
+                _recorded.discard((source, entry["where"]))
+                _sites[source].pop(key, None)
+                break
+        for name in _watch:
+            _refresh(name)
 
 
 def _importing(frame: "Any", user: "Any") -> bool:
@@ -267,6 +304,8 @@ def _importing(frame: "Any", user: "Any") -> bool:
 
 
 def _note_seed(source: str, value: object, function: str, frame: "Any") -> None:
+    if len(_seeds_set) >= MAX_ENTRIES:  # Random(i) in a loop: no stack walk once the list is full
+        return
     _, where = _site(frame)
     entry = {"source": source, "value": _json_value(value), "where": where, "function": function,
              "time": time.time()}
@@ -443,3 +482,169 @@ def _default_rng_wrapper(original: "Callable", passed_through: tuple) -> "Callab
         return original(*args, **kwargs)
 
     return _dressed(default_rng, original, "numpy.random", "default_rng")
+
+
+# -- generator objects: random.Random(), RandomState(), PCG64() ... ------------------------------
+# Random() made here is not the program's: tempfile's names; TF's op-seed stream, Random(the global seed).
+_LEFT_ALONE = frozenset(("tempfile",) + _TF_PACKAGES)
+
+
+def _install_random_objects(random: "Any") -> None:
+    """``random.Random()`` made without a seed (``Random.__init__`` seeds through ``self.seed``):
+    a draw at the line that made it; ``Random(x)`` and ``r.seed(x)`` are seeds set. SystemRandom
+    overrides ``seed`` (it cannot be seeded): never seen here. ``tempfile``'s own ``Random()`` (its
+    names are masked) is left alone."""
+    klass, instance = random.Random, random._inst  # a moved symbol: python_random_objects off
+    seed, setstate = vars(klass)["seed"], vars(klass)["setstate"]
+    init_code = vars(klass)["__init__"].__code__
+    klass.seed = _random_seed_wrapper(seed, init_code, instance, klass.getstate)
+    klass.setstate = _random_setstate_wrapper(setstate, klass.getstate)
+
+
+def _random_seed_wrapper(original: "Callable", init_code: "Any", instance: "Any", getstate: "Callable") -> "Callable":
+    getframe, watch = sys._getframe, _watch[OBJECTS]
+
+    def seed(self, *args, **kwargs):
+        made = None
+        try:
+            frame, function = getframe(1), "seed"
+            if frame.f_code is init_code:  # Random(x): the caller of Random.__init__
+                frame, function = frame.f_back, "Random"
+            value = _argument(args, kwargs, 0, "a")
+            if self is instance:  # random._inst.seed(x) called directly: the module's generator
+                _note_seed(PYTHON, value, function, frame)
+                _set_seeded(PYTHON, value is not None)
+            elif _package(frame) in _LEFT_ALONE:
+                pass  # temporary names (masked by the comparison); TF's op-seed stream (its seeds are recorded)
+            elif value is None:
+                if knob("seed_python"):
+                    args, kwargs = _replaced(args, kwargs, 0, "a", knobs.instance_seed(next(_instances)))
+                elif watch.on:
+                    made = function, frame
+                value = None
+            else:
+                _note_seed(PYTHON, value, function, frame)
+                if _pending:
+                    _settle(self, getstate)
+            if value is not None and knob("pin_seeds"):
+                args, kwargs = _replaced(args, kwargs, 0, "a", knobs.pinned(value))
+        except Exception:
+            pass
+        result = original(self, *args, **kwargs)
+        if made is not None:
+            _note_object(PYTHON, made[0], made[1], self, getstate)
+        return result
+
+    return _dressed(seed, original)
+
+
+def _random_setstate_wrapper(original: "Callable", getstate: "Callable") -> "Callable":
+    """``setstate`` (pickle's and copy's ``__setstate__`` call it): a ``Random()`` given a state
+    before its first draw drew nothing unseeded."""
+    def setstate(self, *args, **kwargs):
+        if _pending:
+            try:
+                _settle(self, getstate)
+            except Exception:
+                pass
+        return original(self, *args, **kwargs)
+
+    return _dressed(setstate, original)
+
+
+def _note_object(source: str, function: str, frame: "Any", instance: "Any", getstate: "Callable") -> None:
+    """An unseeded generator object made: a draw, taken back if its state is set before it draws."""
+    try:
+        made = _note(source, function, frame)
+        if made is not None:
+            import weakref
+
+            with _lock:
+                _pending[id(instance)] = (weakref.ref(instance), made, getstate(instance))
+    except Exception:
+        pass
+
+
+def _settle(instance: "Any", getstate: "Callable") -> None:
+    with _lock:
+        pending = _pending.pop(id(instance), None)
+    if pending is not None and pending[0]() is instance and getstate(instance) == pending[2]:
+        _retract(*pending[1])
+
+
+class _StandIn(type):
+    """The metaclass of the stand-ins numpy.random binds under repro (:func:`_install_numpy_objects`):
+    an instance of NumPy's own type is an instance of its stand-in, its subclasses subclasses."""
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        original = _ORIGINALS.get(cls)
+        return isinstance(instance, original) if original is not None else type.__instancecheck__(cls, instance)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        original = _ORIGINALS.get(cls)
+        return issubclass(subclass, original) if original is not None else type.__subclasscheck__(cls, subclass)
+
+
+_ORIGINALS: "Dict[type, type]" = {}  # stand-in -> NumPy's type
+_NUMPY_OBJECTS = ("RandomState", "MT19937", "PCG64", "PCG64DXSM", "Philox", "SFC64")
+
+
+def _install_numpy_objects(np_random: "Any") -> None:
+    """``RandomState()`` and the bit generators made without a seed (``Generator(PCG64())``): NumPy's
+    Cython types cannot be wrapped, so ``numpy.random`` binds a stand-in, a subclass with no slots of
+    its own whose ``__init__`` records and seeds. ``isinstance`` is as before (the metaclass takes
+    NumPy's own instances as the stand-in's), instances pickle as NumPy's (``numpy.random.PCG64`` by
+    name: loaded without tf-patches too); ``type(x) is np.random.RandomState`` holds for the
+    stand-in's instances only, and ``numpy.random.mtrand.RandomState`` (NumPy's, unrecorded) is
+    no longer ``np.random.RandomState``."""
+    passed_through = np_random.BitGenerator  # RandomState(bit_generator): no seed of its own
+    for name in _NUMPY_OBJECTS:
+        original = getattr(np_random, name, None)  # PCG64DXSM: NumPy 1.21 on
+        if isinstance(original, type) and original not in _ORIGINALS and type(original) is type:
+            setattr(np_random, name, _stand_in(original, name, passed_through))
+
+
+def _stand_in(original: type, name: str, passed_through: type) -> type:
+    getframe, watch, keyed = sys._getframe, _watch[GENERATOR], name == "Philox"
+
+    def __init__(self, *args, **kwargs):
+        try:
+            frame = getframe(1)
+            value = _argument(args, kwargs, 0, "seed")
+            key = _argument(args, kwargs, 2, "key") if keyed else None
+            if getattr(_local, "quiet", 0) or frame.f_globals.get("__name__") == "numpy.random._pickle" \
+                    or _package(frame) in _TF_PACKAGES:
+                pass  # unpickled, copied, jumped or spawned: a state, not a seed; TF's own (recorded as TF's)
+            elif value is None and key is None:
+                if knob("seed_numpy"):
+                    args, kwargs = _replaced(args, kwargs, 0, "seed", knobs.generator_seed(next(_generators)))
+                elif watch.on:
+                    _note(GENERATOR, name, frame)
+            elif not isinstance(value, passed_through):
+                index, parameter, value = (0, "seed", value) if value is not None else (2, "key", key)
+                _note_seed(GENERATOR, value, name, frame)
+                if knob("pin_seeds"):
+                    args, kwargs = _replaced(args, kwargs, index, parameter, knobs.pinned(value))
+        except Exception:
+            pass
+        original.__init__(self, *args, **kwargs)
+
+    namespace = {"__slots__": (), "__init__": _dressed(__init__, original.__init__), "__module__": "numpy.random",
+                 "__qualname__": name, "__doc__": original.__doc__}
+    for method in ("jumped", "spawn"):  # both make `type(self)()` and then set its state
+        if hasattr(original, method):
+            namespace[method] = _quiet(getattr(original, method))
+    stand_in = _StandIn(name, (original,), namespace)
+    _ORIGINALS[stand_in] = original
+    return stand_in
+
+
+def _quiet(original: "Callable") -> "Callable":
+    def method(*args, **kwargs):
+        _local.quiet = getattr(_local, "quiet", 0) + 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            _local.quiet -= 1
+
+    return _dressed(method, original)

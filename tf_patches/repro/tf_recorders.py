@@ -4,7 +4,8 @@ an op seed (``random_seed.get_seed`` giving ``(None, None)``: the op and the use
 seeds set (``tf.random.set_seed``, ``tf.compat.v1.set_random_seed``, Keras's ``set_random_seed``
 through them), and the tf.data choices that make order vary: ``deterministic=False`` on ``map``,
 ``interleave`` and ``batch``, ``Options.deterministic = False`` (seen at ``with_options``), and
-``Dataset.list_files`` shuffled while no seed at all is set. The knobs ``seed_tf``, ``pin_seeds``,
+``Dataset.list_files`` shuffled while no seed at all is set; ``tf.random.Generator`` made with
+``from_non_deterministic_state`` (the global generator's too) and seeded with ``from_seed``. The knobs ``seed_tf``, ``pin_seeds``,
 ``tfdata_deterministic`` and ``list_files_seed`` act in the same wrappers.
 
 TF's internal callers read ``random_seed.get_seed`` and ``set_random_seed`` as module attributes
@@ -20,7 +21,8 @@ import sys
 from typing import Any, Callable, List
 
 from . import knobs
-from .recorders import (TF, _argument, _dressed, _note, _note_tfdata, _off, _reason, _rebind, _replaced,
+from . import recorders
+from .recorders import (TF, _argument, _dressed, _note, _note_seed, _note_tfdata, _off, _reason, _rebind, _replaced,
                         _seed_wrapper, _watch, knob)
 
 
@@ -33,7 +35,8 @@ def install(_tensorflow: Any) -> None:
     # those loaded later copy the wrapper from random_seed.
     modules = [random_seed] + [module for name, module in list(sys.modules.items())
                                if module is not None and (name in API_MODULES or name.startswith(API_PREFIXES))]
-    for recorder, part in ((TF, _install_tf_draws), ("tf_seed", _install_tf_seeds), ("tfdata", _install_tfdata)):
+    for recorder, part in ((TF, _install_tf_draws), ("tf_seed", _install_tf_seeds), ("tfdata", _install_tfdata),
+                           ("tf_generators", _install_tf_generators)):
         try:
             if random_seed is None and part is not _install_tfdata:
                 raise ImportError("tensorflow.python.framework.random_seed is not loaded")
@@ -67,6 +70,75 @@ def _install_tf_seeds(random_seed: Any, modules: List[Any]) -> None:
     _rebind(modules, set_random_seed, _seed_wrapper(set_random_seed, "tf", None, "set_random_seed", "seed",
                                                     skip_caller=getattr(set_seed, "__code__", None)))
     _rebind(modules, set_seed, _seed_wrapper(set_seed, "tf", None, "set_seed", "seed"))
+
+
+# -- tf.random.Generator ------------------------------------------------------------------------
+def _install_tf_generators(random_seed: Any, modules: List[Any]) -> None:
+    """``tf.random.Generator.from_non_deterministic_state()`` and the global generator
+    ``get_global_generator()`` makes with it the first time (a global seed does not seed it: TF 2.12
+    to 2.21): unseeded draws at the user's line; ``Generator.from_seed(x)`` a seed set."""
+    ops = sys.modules["tensorflow.python.ops.stateful_random_ops"]  # loaded by `import tensorflow` (tf.random)
+    generator = ops.Generator
+    non_deterministic = vars(generator)["from_non_deterministic_state"].__func__
+    from_seed = vars(generator)["from_seed"].__func__
+    get_global_generator = ops.get_global_generator
+    config = sys.modules["tensorflow.python.framework.config"]
+    if "global_generator" not in vars(ops):
+        raise AttributeError("stateful_random_ops.global_generator")
+    generator.from_non_deterministic_state = classmethod(
+        _non_deterministic_wrapper(non_deterministic, from_seed, config.is_op_determinism_enabled))
+    generator.from_seed = classmethod(_from_seed_wrapper(from_seed))
+    _rebind([ops] + modules, get_global_generator, _global_generator_wrapper(get_global_generator, ops))
+
+
+def _non_deterministic_wrapper(original: Callable, from_seed: Callable, determinism: Callable) -> Callable:
+    """``from_non_deterministic_state(alg)``: a draw (``from_seed(derived, alg)`` under ``seed_tf``)."""
+    watch, getframe = _watch[TF], sys._getframe
+
+    def from_non_deterministic_state(cls, *args, **kwargs):
+        try:
+            if knob("seed_tf") and not determinism():  # determinism: TF's own error stays
+                seed = knobs.instance_seed(next(recorders._tf_generators))
+                return from_seed(cls, seed, _argument(args, kwargs, 0, "alg"))
+            if watch.on:
+                _note(TF, "Generator.from_non_deterministic_state", getframe(1))
+        except Exception:
+            pass
+        return original(cls, *args, **kwargs)
+
+    return _dressed(from_non_deterministic_state, original)
+
+
+def _from_seed_wrapper(original: Callable) -> Callable:
+    """``Generator.from_seed(x)``: a TF seed set (pinned under ``pin_seeds``)."""
+    getframe = sys._getframe
+
+    def from_seed(cls, *args, **kwargs):
+        try:
+            value = _argument(args, kwargs, 0, "seed")
+            _note_seed("tf", value, "Generator.from_seed", getframe(1))
+            if value is not None and knob("pin_seeds"):
+                args, kwargs = _replaced(args, kwargs, 0, "seed", knobs.pinned(value))
+        except Exception:
+            pass
+        return original(cls, *args, **kwargs)
+
+    return _dressed(from_seed, original)
+
+
+def _global_generator_wrapper(original: Callable, ops: Any) -> Callable:
+    """``get_global_generator()``: the call that makes the global generator is a draw."""
+    watch, getframe = _watch[TF], sys._getframe
+
+    def get_global_generator(*args, **kwargs):
+        if ops.global_generator is None and watch.on and not knob("seed_tf"):
+            try:
+                _note(TF, "get_global_generator", getframe(1))
+            except Exception:
+                pass
+        return original(*args, **kwargs)
+
+    return _dressed(get_global_generator, original)
 
 
 # -- tf.data -------------------------------------------------------------------------------------
