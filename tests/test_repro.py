@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import List
 
@@ -184,6 +185,47 @@ def test_exit_statuses_are_repros_own_and_runs_that_fail_alike_are_compared(tmp_
     result = _repro(tmp_path, "--timeout", "1", "--", PYTHON, sleeps, timeout=30)
     assert result.returncode == 3 and "timed out after" in result.stderr and "not checked" in result.stderr
     assert _repro(tmp_path, "--", "no-such-command-here").returncode == 3
+
+
+def test_what_repro_reads_or_writes_is_checked_before_the_first_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    touch = _script(tmp_path, "touch.py", f"open({str(marker)!r}, 'a').close()\n")
+    fifo = tmp_path / "fifo.json"
+    os.mkfifo(fifo)  # would block a plain read forever
+    for args in (["--against", str(fifo)], ["--against", "/dev/zero"],  # ... or eat memory
+                 ["--keep", "/proc/tf-patches-keep"]):  # cannot be written, even as root
+        result = _repro(tmp_path, *args, "--", PYTHON, touch, timeout=60)
+        assert result.returncode == 2, (args, result.stderr)
+        assert args[0] in result.stderr and "Traceback" not in result.stderr
+    assert not marker.exists() and not os.path.exists("/proc/tf-patches-keep")
+
+
+def test_options_from_python_mean_what_apply_all_makes_of_them() -> None:
+    from tf_patches.repro.command import option_flags
+
+    assert option_flags({"deterministic": "0"}) == [] == option_flags({"deterministic": "false"})
+    assert option_flags({"deterministic": "yes", "seed": "0042"}) == ["--deterministic", "--seed", "42"]
+    assert option_flags({"only": []}) == ["--only", "none"]  # no patch, as apply_all(only=[])
+    assert option_flags({"only": None}) == []  # unset: every patch
+    with pytest.raises(ValueError, match="deterministic"):
+        option_flags({"deterministic": "maybe"})
+
+
+def test_a_signal_that_stops_the_series_is_no_verdict_and_repro_dies_by_it(tmp_path: Path) -> None:
+    script = _script(tmp_path, "slow.py", "import time\nprint('started', flush=True)\ntime.sleep(30)\n")
+    output = tmp_path / "report.json"
+    proc = subprocess.Popen([*REPRO, "--output", str(output), "--", PYTHON, script], cwd=tmp_path, env=fresh_env(),
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # run 1 has started: stop repro as a scheduler would
+        if "run 1 of 2" in line:
+            time.sleep(1)
+            proc.send_signal(signal.SIGTERM)
+            break
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=60) == -signal.SIGTERM, rest
+    data = json.loads(output.read_text())
+    assert data["verdict"] == "not checked" and len(data["runs"]) == 1, rest
 
 
 def test_a_later_run_failing_on_what_run_1_left_is_state_left_by_run(tmp_path: Path) -> None:

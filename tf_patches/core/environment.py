@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import stat
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
@@ -124,7 +123,9 @@ class Environment:
         ``OSError``, ``ValueError`` or ``TypeError`` and never blocks: only a regular file of at
         most ``MAX_JSON_BYTES`` is read (a FIFO or ``/proc/self/fd/0`` would wait for a writer, or
         eat the program's stdin)."""
-        text = _read_regular_file(path, MAX_JSON_BYTES).decode("utf-8-sig")  # UnicodeDecodeError: a ValueError
+        from .files import read_regular_file  # on use only: files imports tempfile
+
+        text = read_regular_file(path, MAX_JSON_BYTES).decode("utf-8-sig")  # UnicodeDecodeError: a ValueError
         return cls.from_json_text(text, source=f"assumed from {path}")
 
     @classmethod
@@ -178,30 +179,6 @@ class Environment:
 def _python_version() -> str:
     """``platform.python_version()`` (``3.13.0rc1``) without importing ``platform`` (≈1 ms)."""
     return sys.version.split()[0]
-
-
-def _read_regular_file(path: str, limit: int) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes."""
-    # stat before opening (opening a FIFO releases a writer waiting for a reader), fstat after in
-    # case the path changed in between; O_NONBLOCK so that even then the open cannot wait.
-    _check_regular(path, os.stat(path), limit)
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    try:
-        _check_regular(path, os.fstat(fd), limit)
-        with os.fdopen(fd, "rb", closefd=False) as handle:
-            data = handle.read(limit + 1)  # the file may have grown since fstat
-    finally:
-        os.close(fd)
-    if len(data) > limit:
-        raise ValueError(f"{path} is larger than {limit:,} bytes")
-    return data
-
-
-def _check_regular(path: str, status: os.stat_result, limit: int) -> None:
-    if not stat.S_ISREG(status.st_mode):
-        raise ValueError(f"{path} is not a regular file")
-    if status.st_size > limit:
-        raise ValueError(f"{path} is larger than {limit:,} bytes")
 
 
 def _normalise(name: str) -> str:

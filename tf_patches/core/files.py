@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from typing import Optional
 
@@ -73,3 +74,28 @@ def _umask() -> int:
     except (OSError, ValueError, IndexError):
         pass
     return 0o022
+
+
+def read_regular_file(path: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most ``limit`` bytes; ``ValueError`` for anything else (a
+    FIFO, a device, ``/dev/zero``, a larger file), ``OSError`` where it cannot be read. Never blocks."""
+    # stat before opening (opening a FIFO releases a writer waiting for a reader), fstat after in
+    # case the path changed in between; O_NONBLOCK so that even then the open cannot wait.
+    _check_regular(path, os.stat(path), limit)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    try:
+        _check_regular(path, os.fstat(fd), limit)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            data = handle.read(limit + 1)  # the file may have grown since fstat
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ValueError(f"{path} is larger than {limit:,} bytes")
+    return data
+
+
+def _check_regular(path: str, status: os.stat_result, limit: int) -> None:
+    if not stat.S_ISREG(status.st_mode):
+        raise ValueError(f"{path} is not a regular file")
+    if status.st_size > limit:
+        raise ValueError(f"{path} is larger than {limit:,} bytes")

@@ -16,6 +16,7 @@ their ``tf-patches run`` flags) and says whether the runs then repeat.
 Exit status, never the program's own (the JSON keeps each run's): 0 repeatable, 1 not repeatable,
 2 a usage error (or a report asked for and not written), 3 not checked (nothing could be compared:
 a run could not start or timed out, fewer than two runs finished, a ``--compare`` path no run wrote).
+A signal that stops repro (a scheduler's SIGTERM, Ctrl-C) ends it by the same signal, after its report.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
 from ..core import files, streams
-from ..core.options import run_flag, run_flags
+from ..core.options import run_flag
 from ..diagnosis.verify import fix_arguments
 from ..isolation import processes
 from . import report as reporting
@@ -49,6 +50,7 @@ LOCATE_LIMIT = locating.DEFAULT_LIMIT
 
 HELP = "run a command several times and say whether its runs repeat, and if not, why"
 EXIT_REPEATABLE, EXIT_NOT_REPEATABLE, EXIT_USAGE, EXIT_NOT_CHECKED = 0, 1, 2, 3
+MAX_AGAINST_BYTES = 64 * 2**20  # another machine's report: a repro --json with its runs' evidence
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -101,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
         _say(f"--malloc {args.malloc}: {exc}")
         return EXIT_USAGE
     written = _output(args, report)
+    if signals.received:  # a scheduler's SIGTERM, a Ctrl-C: the report is out, then the same death here
+        return processes.exit_like(-signals.received[0])
     # A report the user asked for and did not get is no success (as diagnose --output).
     return EXIT_USAGE if not written else exit_status(report)
 
@@ -141,14 +145,31 @@ def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (),
 
 
 def option_flags(options: Mapping[str, Any]) -> List[str]:
-    """``apply_all`` keywords as ``tf-patches run`` flags."""
+    """``apply_all`` keywords as ``tf-patches run`` flags, each value checked and read as
+    ``apply_all`` reads it (``"0"`` or ``"false"`` is off, ``only=[]`` is no patch), so nothing
+    changes meaning on its way to the runs. A bad name or value raises TypeError/ValueError."""
+    from ..core.options import flag
     from ..core.registry import all_options
 
-    known = {option.name for option in all_options()}
-    for name in options:
-        if name not in known:
+    known = {option.name: option for option in all_options()}
+    flags: List[str] = []
+    for name, value in options.items():
+        option = known.get(name)
+        if option is None:
             raise TypeError(f"unknown option {name!r}; apply_all() takes: {', '.join(sorted(known))}")
-    return list(run_flags(options))
+        if value is None:
+            continue  # unset, as apply_all(name=None)
+        try:
+            converted = option.convert(value)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"options[{name!r}]: {exc}") from None
+        if option.convert is flag:
+            flags += [run_flag(name)] if converted else []
+        elif isinstance(converted, tuple):
+            flags += [run_flag(name), ",".join(converted) or "none"]
+        else:
+            flags += [run_flag(name), str(converted)]
+    return flags
 
 
 class _Series:
@@ -418,19 +439,37 @@ def _usage_problem(args: argparse.Namespace) -> Optional[str]:
         except ValueError as exc:
             return str(exc)
     if args.keep is not None:
-        if os.path.exists(args.keep) and (not os.path.isdir(args.keep) or os.listdir(args.keep)):
-            return f"--keep {args.keep}: must be a new or empty folder"
-        if not os.path.isdir(os.path.dirname(os.path.abspath(args.keep))):
-            return f"--keep {args.keep}: no such folder: {os.path.dirname(os.path.abspath(args.keep))}"
+        return _keep_problem(args.keep)
+    return None
+
+
+def _keep_problem(keep: str) -> Optional[str]:
+    """Why ``--keep`` could not hold the runs, found out before the first run."""
+    if os.path.exists(keep) and (not os.path.isdir(keep) or os.listdir(keep)):
+        return f"--keep {keep}: must be a new or empty folder"
+    parent = os.path.dirname(os.path.abspath(keep))
+    if not os.path.isdir(parent):
+        return f"--keep {keep}: no such folder: {parent}"
+    try:  # made now (as root, os.access says yes to a read-only file system)
+        made = not os.path.isdir(keep)
+        os.makedirs(keep, exist_ok=True)
+        probe = os.path.join(keep, ".tf-patches-keep-probe")
+        open(probe, "w").close()
+        os.remove(probe)
+    except OSError as exc:
+        return f"--keep {keep}: cannot write there: {exc.strerror or exc}"
+    if made:
+        os.rmdir(keep)  # made again when the runs start
     return None
 
 
 def _read_against(path: str) -> Dict[str, Any]:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            text = handle.read()
+    try:  # a regular file of bounded size only: a FIFO would block, /dev/zero eat memory (as --assume)
+        text = files.read_regular_file(path, MAX_AGAINST_BYTES).decode("utf-8", errors="replace")
     except OSError as exc:
         raise ValueError(f"--against {path}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"--against: {exc}") from None
     for line in [text, *reversed(text.splitlines())]:  # a whole file, or the JSON line of a --json output
         try:
             data = json.loads(line)
