@@ -195,7 +195,7 @@ def test_generator_objects_made_without_a_seed_are_draws_and_their_seeds_are_rec
                            ("numpy_generator", at["philox"], "Philox", ""),
                            ("numpy_generator", at["sfc64"], "SFC64", "")]
     assert _seeds(run) == [("python_random", 42, at["random seed"], "Random"),
-                           ("python_random", 9, at["seed later"], "seed"),
+                           ("python_random", 9, at["seed later"], "Random.seed"),
                            ("numpy_generator", 7, at["randomstate seed"], "RandomState"),
                            ("numpy_generator", 3, at["pcg64 seed"], "PCG64"),
                            ("numpy_generator", 5, at["philox key"], "Philox"),

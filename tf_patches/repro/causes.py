@@ -25,9 +25,12 @@ _CLOCK_MARGIN_S = 3600.0
 _NOT_ENVIRONMENT = ("tf_global_seed",)  # a seed that differs is seed_varies (the recorders say where)
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 _BITS = re.compile(r"\s*\(bits 0x[0-9a-fA-F]+\)")
+# What seeds a global generator: random.seed, np.random.seed, tf.random.set_seed (and v1's);
+# keras.utils.set_random_seed calls all three.
+GLOBAL_SEEDERS = ("seed", "set_seed", "set_random_seed")
 _SEED_SOURCES = {"tf_op": "tf", "numpy_global": "numpy", "python_random": "python_random"}
 _WORDS = {"tf_op": "a TF op", "numpy_global": "NumPy's global RandomState",
-          "numpy_generator": "an unseeded NumPy Generator (default_rng())", "python_random": "Python's random"}
+          "numpy_generator": "an unseeded NumPy generator (default_rng(), RandomState(), PCG64()...)", "python_random": "Python's random"}
 
 
 class Collector:
@@ -227,6 +230,8 @@ def _seeded_after(seeds: Sequence[Mapping[str, Any]], source: str, time: float) 
     in the same process, if any."""
     kinds = set(_SEED_SOURCES.values()) if source == "any" else {_SEED_SOURCES.get(source)}
     for seed in seeds:
+        if seed.get("function") not in GLOBAL_SEEDERS:
+            continue  # Random(42), RandomState(7), Generator.from_seed(5): seed their own object only
         if seed.get("source") in kinds and float(seed.get("time") or 0) > time and seed.get("value") is not None:
             return seed
     return None

@@ -522,8 +522,8 @@ def _random_seed_wrapper(original: "Callable", init_code: "Any", instance: "Any"
                 elif watch.on:
                     made = function, frame
                 value = None
-            else:
-                _note_seed(PYTHON, value, function, frame)
+            else:  # an instance's own seed: not the module's (causes tells them apart by name)
+                _note_seed(PYTHON, value, "Random.seed" if function == "seed" else function, frame)
                 if _pending:
                     _settle(self, getstate)
             if value is not None and knob("pin_seeds"):
