@@ -357,6 +357,34 @@ def test_parallel_random_map_named_at_its_line_and_verify_makes_it_repeatable(tm
     assert "--verify: tf-patches run --deterministic -- " in result.stderr
 
 
+def test_a_tf_generator_without_a_seed_is_named_with_a_code_fix_and_a_fix_that_breaks_the_program_is_no_fix(
+        tmp_path: Path) -> None:
+    # Op determinism (--deterministic) makes TF refuse from_non_deterministic_state: no flag of
+    # tf-patches fixes it, the code does.
+    generator = _script(tmp_path, "tf_generator.py", """
+        import tensorflow as tf
+        g = tf.random.Generator.from_non_deterministic_state()
+        print("draw", g.normal([2]).numpy().tolist())
+    """)
+    data = _json(_repro(tmp_path, "--verify", "--json", "--", PYTHON, generator))
+    cause = data["causes"][0]
+    assert (cause["name"], cause["where"], cause["confirmed"]) == ("tf_seed_unset", "tf_generator.py:3", True)
+    assert cause["run_flags"] == [] and "Generator.from_seed" in cause["fix"]
+    assert data["verification"]["verdict"] is None and "nothing to apply" in data["verification"]["summary"]
+    # A fix whose runs fail alike where run 1 succeeded repeats, but proves nothing: not checked.
+    breaks = _script(tmp_path, "breaks.py", """
+        import os, random, sys
+        import tensorflow as tf
+        print("value", random.random())
+        sys.exit(1 if os.environ.get("TF_PATCHES_DETERMINISTIC") else 0)
+    """)
+    data = _json(_repro(tmp_path, "--verify", "--json", "--", PYTHON, breaks))
+    assert (data["causes"][0]["name"], data["causes"][0]["confirmed"]) == ("python_random_unseeded", True)
+    verification = data["verification"]
+    assert verification["command"][2:3] == ["--deterministic"]
+    assert verification["verdict"] == "not checked" and "the fixes changed what the program does" in verification["summary"]
+
+
 def test_hdf5_by_array_and_by_bytes_without_h5py(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     h5py = pytest.importorskip("h5py")
     import numpy as np

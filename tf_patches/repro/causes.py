@@ -28,6 +28,8 @@ _BITS = re.compile(r"\s*\(bits 0x[0-9a-fA-F]+\)")
 # What seeds a global generator: random.seed, np.random.seed, tf.random.set_seed (and v1's);
 # keras.utils.set_random_seed calls all three.
 GLOBAL_SEEDERS = ("seed", "set_seed", "set_random_seed")
+_PYTHON_INSTANCES = ("Random", "Random.seed")  # a random.Random() of the program's own
+_TF_GENERATORS = ("Generator.from_non_deterministic_state", "get_global_generator")
 _SEED_SOURCES = {"tf_op": "tf", "numpy_global": "numpy", "python_random": "python_random"}
 _WORDS = {"tf_op": "a TF op", "numpy_global": "NumPy's global RandomState",
           "numpy_generator": "an unseeded NumPy generator (default_rng(), RandomState(), PCG64()...)", "python_random": "Python's random"}
@@ -201,6 +203,7 @@ def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapp
         if not isinstance(draw, dict):
             continue
         where, source, via = str(draw.get("where") or ""), str(draw.get("source") or ""), str(draw.get("via") or "")
+        function = str(draw.get("function") or "")
         time = float(draw.get("time") or 0)
         if where in trapped_lines or (source == "tf_op" and where in list_files_lines):
             continue  # a trap (or list_files) at that line says it better
@@ -214,12 +217,21 @@ def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapp
             knob = "global_seeds" if for_the_model and source != "tf_op" else _late_knob(source)
             found.add("seeded_too_late", where, f"{what} at {_at(found, draw)}, before the seed was set at "
                       f"{_at(found, late)}", run, time, knob=knob, run_flags=seed_flags)
+        elif for_the_model and function in _TF_GENERATORS:
+            found.add("tf_seed_unset", where, f"a tf.random.Generator ({function}) made without a seed at "
+                      f"{_at(found, draw)}", run, time, run_flags=(),  # op determinism makes TF refuse it
+                      fix=f"make it from a seed{_at_line(found, where)}: tf.random.Generator.from_seed(N) "
+                          "(and tf.random.set_global_generator(...) for the global one)")
         elif for_the_model:
             found.add("tf_seed_unset", where, f"{what} at {_at(found, draw)}"
                       + ("" if seeded_any else "; no seed was set in that process"), run, time)
         elif source in ("numpy_global", "numpy_generator"):
             flags = SEED_FLAGS if source == "numpy_global" and seed_flags is None else ()
             found.add("numpy_unseeded", where, f"{what} at {_at(found, draw)}", run, time, run_flags=flags)
+        elif source == "python_random" and function in _PYTHON_INSTANCES:  # a Random() of its own
+            found.add("python_random_unseeded", where, f"a random.Random() made without a seed at {_at(found, draw)}",
+                      run, time, run_flags=(),  # tf-patches seeds the module's generator, not instances
+                      fix=f"give it a seed{_at_line(found, where)}: random.Random(SEED)")
         elif source == "python_random":
             found.add("python_random_unseeded", where, f"{what} at {_at(found, draw)}", run, time,
                       run_flags=seed_flags)
@@ -289,6 +301,10 @@ def relative(where: str, cwd: str) -> str:
 def _at(found: Collector, entry: Mapping[str, Any]) -> str:
     where = str(entry.get("where") or "")
     return relative(where, found.cwd) if where else "a line outside your code"
+
+
+def _at_line(found: Collector, where: str) -> str:
+    return f" at {relative(where, found.cwd)}" if where else ""
 
 
 def _show(value: Any) -> str:

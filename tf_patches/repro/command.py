@@ -355,6 +355,11 @@ def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
     fixed = fix_arguments(args, flags)
     runs = series.runs("verify", autoapply.command_environment(fixed), args.runs)
     rerun = reporting.build(command, runs, args.compare, masker, args.compare_stderr)
+    if rerun.verdict == REPEATABLE and runs[0].status != report.runs[0].status:
+        # Fix runs that fail alike repeat, but a fix that breaks the program fixes nothing.
+        rerun.verdict = NOT_CHECKED
+        rerun.summary = (f"the fix runs ended with {runs[0].failure()}, run 1 with {report.runs[0].failure()}: "
+                         "the fixes changed what the program does")
     verification.update(verdict=rerun.verdict, summary=rerun.summary, first_difference=rerun.first_difference,
                         runs=[run.to_dict() for run in runs],
                         traps_left=[trap.name for trap in rerun.traps if trap.name in names and not trap.too_repeatable])
