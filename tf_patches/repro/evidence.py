@@ -42,25 +42,26 @@ def arm_from_environment() -> None:
 
 
 def _arm_recorders() -> None:
-    """The randomness recorders and the experiment knobs: a failure leaves the rest of the
-    evidence armed, said in one line."""
+    """The randomness recorders and the experiment knobs, and ``--locate``'s op digests where
+    asked: a failure leaves the rest of the evidence armed, said in one line."""
     try:
         from . import recorders
 
         recorders.arm_from_environment()
     except Exception as exc:
-        if sys.stderr is not None:
-            sys.stderr.write(f"tf-patches: repro: this process's randomness is not recorded: "
-                             f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
-    if os.environ.get("TF_PATCHES_REPRO_LOCATE", "").strip():  # locate.VARIABLE: --locate's op digests
+        _say("repro: this process's randomness is not recorded", exc)
+    if os.environ.get("TF_PATCHES_REPRO_LOCATE", "").strip():  # locate.VARIABLE (not imported: start-up cost)
         try:
             from . import locate
 
             locate.arm_from_environment()
         except Exception as exc:
-            if sys.stderr is not None:
-                sys.stderr.write(f"tf-patches: repro --locate: this process's ops are not recorded: "
-                                 f"{type(exc).__name__}: {' '.join(str(exc).split())}\n")
+            _say("repro --locate: this process's ops are not recorded", exc)
+
+
+def _say(failure: str, exc: Exception) -> None:
+    if sys.stderr is not None:
+        sys.stderr.write(f"tf-patches: {failure}: {type(exc).__name__}: {' '.join(str(exc).split())}\n")
 
 
 class _Anchor:
