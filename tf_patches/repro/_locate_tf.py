@@ -13,12 +13,15 @@ import threading
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
-import numpy as np
-
-from tensorflow.core.protobuf import debug_event_pb2
-from tensorflow.python.debug.lib import debug_events_writer
-from tensorflow.python.framework import dtypes, op_callbacks, tensor_util
-from tensorflow.python.ops import array_ops, gen_debug_ops, gen_parsing_ops, gen_string_ops
+try:  # loaded by .locate once TF is; importable without it too (every module is: tests/test_without_tf.py)
+    import numpy as np
+    from tensorflow.core.protobuf import debug_event_pb2
+    from tensorflow.python.debug.lib import debug_events_writer
+    from tensorflow.python.framework import dtypes, op_callbacks, tensor_util
+    from tensorflow.python.ops import array_ops, gen_debug_ops, gen_parsing_ops, gen_string_ops
+except ImportError:  # no TensorFlow here: nothing of this module runs
+    np = debug_event_pb2 = debug_events_writer = dtypes = op_callbacks = tensor_util = None
+    array_ops = gen_debug_ops = gen_parsing_ops = gen_string_ops = None
 
 from .recorders import _library, _where
 
@@ -27,7 +30,7 @@ _FUNCTION_PREFIXES = ("__inference", "__forward", "__backward", "__wrapped")
 _SKIPPED_OPS = frozenset(("Const", "NoOp", "Identity", "IdentityN", "DebugIdentityV2", "VarHandleOp", "Placeholder", "PlaceholderWithDefault",
                           "_Arg", "_Retval", "StatefulPartitionedCall", "PartitionedCall"))
 _BUCKETS = (1 << 63) - 1
-_FULL_TENSOR = debug_event_pb2.TensorDebugMode.FULL_TENSOR
+_FULL_TENSOR = debug_event_pb2.TensorDebugMode.FULL_TENSOR if debug_event_pb2 is not None else None
 _XLA_ATTR = "_XlaMustCompile"
 
 
