@@ -5,7 +5,7 @@ alternating, best of pairs:
 - a repeatable program takes <= 2 x its own run time + 5 s under ``repro --runs 2``;
 - a training step under repro (patches and trap detectors on, evidence recorded) <= 1.02 x the
   plain step (and, to tell repro's part from the patches', under ``tf-patches run`` alone): the median step time, measured inside the program by a Keras callback and printed
-  on a line that repro masks (``median step 1.234ms``).
+  on a line that repro masks as timing (``median step time 1.234ms``).
 
     python benchmarks/repro.py [--smoke] [PAIRS]
 """
@@ -52,9 +52,9 @@ PROGRAM = textwrap.dedent(f"""
 
     history = model.fit(x, y, epochs={EPOCHS}, batch_size=32, verbose=0, callbacks=[Steps()])
     print("loss", [round(value, 6) for value in history.history["loss"]])
-    print("median step %.4fms" % (1000 * statistics.median(steps[len(steps) // 4:])))
+    print("median step time %.4fms" % (1000 * statistics.median(steps[len(steps) // 4:])))
 """)
-STEP = re.compile(r"median step ([\d.]+)ms")
+STEP = re.compile(r"median step time ([\d.]+)ms")
 
 
 def plain(python: str, program: str, env: dict, patched: bool = False) -> Tuple[float, float]:
@@ -72,7 +72,7 @@ def under_repro(python: str, program: str, env: dict, keep: str) -> Tuple[float,
                            python, program], env=env, capture_output=True, text=True)
     seconds = time.monotonic() - started
     verdict = json.loads(proc.stdout.strip().splitlines()[-1])["verdict"]
-    steps = [float(STEP.search((Path(keep) / f"run-{n}" / "stdout").read_text()).group(1)) for n in (1, 2)]
+    steps = [float(STEP.search((next(Path(keep).glob(f"[0-9][0-9]-run-{n}")) / "stdout").read_text()).group(1)) for n in (1, 2)]
     return seconds, steps, verdict
 
 
