@@ -195,7 +195,7 @@ class _Series:
             if fresh_state:
                 self.clear_left_behind(folder)
             run = run_once(self.command, env, folder, number, self.args.compare, self.args.timeout, self.signals,
-                           **({"stdin": self.stdin} if self.stdin else {}))
+                           stdin=self.stdin)
             runs.append(run)
             if run.returncode is None or run.timed_out or self.signals.received:
                 break  # could not start, cut short, or told to stop: no run after it compares
@@ -378,10 +378,7 @@ def _stdin(stream: Any, base: str) -> Tuple[Optional[str], str]:
     """What every run gets on standard input: (a file holding it, or None for an empty one; in words)."""
     if stream is None:
         return None, "none given: the runs got an empty stdin"
-    capture = getattr(runner, "capture_stdin", None)
-    if capture is None:
-        return None, "not passed on: the runs got an empty stdin"
-    got = capture(stream, base)
+    got = runner.capture_stdin(stream, base)
     return got.path, got.description
 
 

@@ -36,7 +36,7 @@ class Outcome:
         self.experiments: List[Experiment] = []
 
 
-def knob_of(cause: Cause, trap_flags: Optional[Sequence[str]] = None) -> Optional[Knob]:
+def knob_of(cause: Cause) -> Optional[Knob]:
     """The knob that tests ``cause``: a trap's is its own fix (its tf-patches run flags)."""
     if cause.knob.startswith("trap:"):
         return Knob(cause.knob, f"the {cause.knob[5:]} trap's fix (tf-patches run {' '.join(cause.run_flags)})",
