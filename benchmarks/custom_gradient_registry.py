@@ -2,7 +2,8 @@
 built, fit and cleared in a loop (cross-validation, hyper-parameter search), unpatched vs patched,
 a fresh process each, one run.
 
-Goal (issue 9): patched growth ≈0 per model (FINDINGS: ≈9 MB per model unpatched on 2.21); time per
+Goal (issue 9): patched growth ≈0 per model (docs/measurements.md, "Loops": ≈9 MB per model
+unpatched on 2.21); time per
 model unchanged.
 
     PYTHONPATH=. python benchmarks/custom_gradient_registry.py [models] [--smoke]

@@ -12,7 +12,7 @@ in a fresh process: the bug is measured unpatched first, then the patch is appli
 
 A verdict the gate disagrees with (still needed but skipped, fixed but applied) is flagged; the
 exit status is 1 when a row is broken, a probe fails or a flag is raised. Sizes follow
-shared/FINDINGS.md: a few minutes on 2 cores.
+docs/measurements.md: a few minutes on 2 cores.
 
     python scripts/canary.py [NAME...]
 """

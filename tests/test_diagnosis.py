@@ -8,7 +8,7 @@ patch applied inside the block keeps working after it. Signatures for one TF ver
 checked there and shown not armed (listed as skipped) on the others: nothing here is skipped.
 
 Counts are checked in this process (it shares one TF with the suite); RSS is only measured in one
-fresh process per run (``measured``), whose programs are sized from shared/FINDINGS.md so that the
+fresh process per run (``measured``), whose programs are sized from docs/measurements.md so that the
 leak dominates: ≈35 KiB per seeded draw, ≈40 KiB per eager py_function call, ≈20 KiB per graph op
 added by a growing Session loop, ≈250 KiB per Keras 2 predict, 16–34 B per eager tensor (py311).
 """
@@ -572,7 +572,7 @@ MEASURED_PROGRAMS = """
                 tf.constant(1.0)  # no op at all: 1 tensor a call, 60,000 calls ≈ 1.4 MiB
         diagnosed("py311_constants", lambda: constants(1000), lambda: constants({constants}))
 
-    # TF 36164: ≈35 KiB per seeded draw (FINDINGS.md): 2,000 draws ≈ 70 MiB.
+    # TF 36164: ≈35 KiB per seeded draw (docs/measurements.md): 2,000 draws ≈ 70 MiB.
     tf.random.set_seed(1234)
     def draws(n):
         for _ in range(n):

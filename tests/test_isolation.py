@@ -206,7 +206,7 @@ def finalize_mode_in_child() -> dict:
 
 def test_folds_through_run_isolated_keep_the_parent_rss_flat(tf):
     if parse_version(tf.__version__) < parse_version("2.14"):
-        pytest.skip("a Keras model-per-fold loop grows in one process from TF 2.14 on (FINDINGS.md)")
+        pytest.skip("a Keras model-per-fold loop grows in one process from TF 2.14 on (docs/measurements.md)")
     assert run_isolated(add, 1) == 1  # the parent's own one-time cost: spawn machinery, pickling
     with ThreadPoolExecutor(1) as pool:
         # The same folds in one process, in a child of its own, side by side with the folds below.

@@ -93,7 +93,7 @@ def test_keras3_is_the_reason_when_tf_is_old_enough(tf):
 # -- leak ---------------------------------------------------------------------------------------
 CALLS = 150  # 2.12.1: +36 MiB unpatched (+111 MiB per 500 measured), ≈0 patched
 LEAK_MIB = 20
-BOUND_MIB = 10  # 2.21: ≈3 MiB per 150 calls without any patch (≤ 19 MB per 1,500, FINDINGS.md)
+BOUND_MIB = 10  # 2.21: ≈3 MiB per 150 calls without any patch (≤ 19 MB per 1,500, docs/measurements.md)
 MODEL = """
     import numpy as np
     model = tf.keras.Sequential([tf.keras.Input((4,)), tf.keras.layers.Dense(8, activation="relu"),

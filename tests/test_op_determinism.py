@@ -57,7 +57,7 @@ TRAIN = """
                   loss=tf.keras.losses.BinaryCrossentropy(from_logits=True))
     model.fit(data, epochs=3, verbose=0)
     row = tf_patches.report()["op_determinism"]
-    # Work that differs from run to run on the CPU without the switch (shared/FINDINGS.md): the
+    # Work that differs from run to run on the CPU without the switch (docs/measurements.md): the
     # seeded training above is bit-identical on the CPU even without it.
     from tf_patches.patches.op_determinism import crop_and_resize_gradients
     crops = crop_and_resize_gradients(3).numpy()

@@ -21,7 +21,7 @@ from .fresh import run_fresh, unpatched_and_patched
 
 NAME = "seed_kernel_cache"
 
-# One loop per op kind; ≈35 KiB per call unpatched (FINDINGS.md), so 600 calls grow ≈20 MiB.
+# One loop per op kind; ≈35 KiB per call unpatched (docs/measurements.md), so 600 calls grow ≈20 MiB.
 LEAK_LOOPS = {
     "uniform": "tf.random.uniform([]).numpy()",
     "normal": "tf.random.normal([2])",

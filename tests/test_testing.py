@@ -94,7 +94,7 @@ def test_the_36164_loop_leaks_unpatched_and_not_patched():
     assert result["clean"] <= 1024 and result["patched"] <= 1024
     assert "<lambda> leaks: " in result["stock"]
     slope = float(result["stock"].split("leaks: ")[1].split(" bytes")[0].replace(",", ""))
-    assert slope > 20_000  # ≈ 36 KB per call (FINDINGS: 35 MiB per 1,000 calls)
+    assert slope > 20_000  # ≈ 36 KB per call (docs/measurements.md: 35 MiB per 1,000 calls)
 
 
 @pytest.mark.parametrize("call, error", [

@@ -1,7 +1,7 @@
 """Keras 3 ``model.predict`` in a loop: grows while tracing and warming up, then flat.
 
 Source: https://github.com/keras-team/keras/issues/13118 (repeatedly calling model.predict
-results in memory leak); on Keras 3 the growth stops (../shared/FINDINGS.md: +16 to +19 MiB
+results in memory leak); on Keras 3 the growth stops (docs/measurements.md: +16 to +19 MiB
 from 1,000 to 3,000 calls).
 Reproduces: a Dense(32)-Dense(2) model, ``predict`` on one (8, 10) array 200 times.
 Expected: keras3_predict_loop (named for the set-up: a tf.data pipeline per predict call, ≈17 KiB

@@ -2,7 +2,7 @@
 known leak (``gc.collect()`` after each model cuts most of it).
 
 Source: https://github.com/tensorflow/tensorflow/issues/30324
-Reproduces: 60 ``Sequential`` models built, compiled and called once (../shared/FINDINGS.md: 100
+Reproduces: 60 ``Sequential`` models built, compiled and called once (docs/measurements.md: 100
 of them grow +662 MiB; with ``gc.collect()`` after each, +122 MiB; another allocator: no change).
 Expected: no leak (no known signature; growth from models kept until a collection)
 Venv: .venv

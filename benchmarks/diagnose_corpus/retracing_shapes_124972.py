@@ -3,7 +3,7 @@
 Source: https://github.com/tensorflow/tensorflow/issues/124972 (``@tf.function`` re-tracing causes
 unbounded memory growth, TF 2.21: variable-length NLP inputs)
 Reproduces: an embedding-and-pool function over (4, n) token batches, n = 1 … 300, the function
-kept alive (../shared/FINDINGS.md: 165 KiB per trace on TF 2.21, 206–212 KiB on 2.12/2.14).
+kept alive (docs/measurements.md: 165 KiB per trace on TF 2.21, 206–212 KiB on 2.12/2.14).
 Expected: retracing (no patch: the report gives the fix in code, nothing to verify)
 Venv: .venv
 """

@@ -3,7 +3,7 @@
 
 Model after model in one process grows memory (60 small Keras models: +390 to +608 MB on TF
 2.14–2.18, which ``clear_session()`` does not contain; a fresh process per fold does:
-shared/FINDINGS.md). Each child leads a session of its own, watched by a thread of its own and
+docs/measurements.md, "Loops"). Each child leads a session of its own, watched by a thread of its own and
 ended as a group (:mod:`.processes`). Function, arguments and result cross a pipe between two
 processes of the same user as pickles: not a security boundary, so nothing is signed.
 """

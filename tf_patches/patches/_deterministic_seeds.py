@@ -1,7 +1,7 @@
 """op_determinism, round two: what TensorFlow refuses, or leaves unseeded, once op determinism is on,
 seeded from the global seed the user gave (issue 28).
 
-Measured on TF 2.12, 2.14 and 2.21 (shared/FINDINGS.md, "Today's stack"; eager, ``tf.function``
+Measured on TF 2.12, 2.14 and 2.21 (docs/measurements.md, "Today's stack"; eager, ``tf.function``
 and ``Dataset.map``): with op determinism on, ``tf.random.get_global_generator()`` raises
 ``RuntimeError`` unless ``set_global_generator`` was called; ``tf.image.sample_distorted_bounding_box``
 (and its ``compat.v1`` form) and ``tf.nn.fractional_max_pool`` (v1 and v2) without a seed raise

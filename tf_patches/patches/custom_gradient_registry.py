@@ -7,7 +7,7 @@ its gradient as ``CustomGradient-<uid>`` in the process-wide gradient registry
 (``ops._gradient_registry``) and never removes it. The registered closure holds the symbolic
 tensors of the trace, so the FuncGraph stays alive. Keras' train step registers two per trace (the
 optimizer's all-reduce path), so building and fitting model after model leaks, ``clear_session()``
-or not: 60 small models +513 MB on 2.21.0, +377 MB on 2.14.1 (shared/FINDINGS.md); here 2
+or not: 60 small models +513 MB on 2.21.0, +377 MB on 2.14.1 (docs/measurements.md, "Loops"); here 2
 registrations and 3.8 MB per small model on 2.21.0, 0 and 0.1 MB patched. Unpatched on
 tf-nightly-cpu 2.22.0.dev20260905: 2 registrations but +0.3 MB per model (scripts/canary.py): the
 gate ends there.
@@ -202,7 +202,8 @@ PROBE = KeptCustomGradients
 
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
-    """FINDINGS' model-per-fold loop: 2.21 grows ≈3.8 MB per Keras model fit and cleared."""
+    """The model-per-fold loop (docs/measurements.md, "Loops"): 2.21 grows ≈3.8 MB per Keras model
+    fit and cleared."""
     import tensorflow as tf
 
     registered = tf_module("python.framework.ops")._gradient_registry._registry

@@ -6,7 +6,7 @@ Under a global seed, ``Dataset.map(lambda x: tf.image.random_flip_left_right(x))
 function) traces stateful random ops whose ``seed``/``seed2`` attributes are fixed. Each iterator
 builds the function's kernels anew from those attributes, and Keras iterates a dataset anew each
 epoch: ``fit(ds, epochs=3)`` saw the same flips and noise in all three epochs on Keras 3.15, tf_keras
-2.21 and Keras 2.12 (shared/FINDINGS.md, "Today's stack"). Without a seed, each epoch differs; so
+2.21 and Keras 2.12 (docs/measurements.md, "Today's stack"). Without a seed, each epoch differs; so
 ``apply_all(deterministic=True)``, which sets the global seed, turns a varied run into one that
 repeats epoch 1's augmentation. Upstream: TF issues 44195, 35682, 35090, 29101, closed unchanged;
 TF's own ``map_test.py`` asserts the repetition. Not affected: one iterator over ``.repeat()``

@@ -5,7 +5,7 @@ The commonest "TensorFlow leak" in graph-mode code is the loop itself adding ops
 ``Saver()`` or ``iterator.get_next()`` built per step. A graph only grows: measured on TF 2.21, 2
 ops added per run cost +43.9 MiB per 1,000 runs and 106 ms per run after 2,000 runs, against
 0.22 ms with a fixed graph. TF's own answer, ``Graph.finalize()``, turns the offending line into
-an error at once, but few people know it (shared/seeds/004_ce1f9d10b5eed9c0.txt, FINDINGS.md).
+an error at once, but few people know it (docs/measurements.md, "Loops" and "Sources").
 TF still says nothing on tf-nightly-cpu 2.22.0.dev20260905: +200 ops over 200 runs, no warning
 (scripts/canary.py).
 
@@ -254,7 +254,7 @@ def install(ctx: PatchContext) -> str:
 # --- diagnose: the live signature ---------------------------------------------------------------
 SIGNATURE = Signature(
     unit="ops added to a Session's graph after its first 10 runs",
-    # FINDINGS.md: 2 ops per run cost +43.9 MiB per 1,000 runs on 2.21.
+    # docs/measurements.md, "Loops": 2 ops per run cost +43.9 MiB per 1,000 runs on 2.21.
     unit_bytes=by_minor({}, int(43.9 * 1024 * KIB / 2000)), floor=32,
     fix="build every op before the run loop; the guard names the line that adds them "
         "(finalize mode turns it into an error there)",

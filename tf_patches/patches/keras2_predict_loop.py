@@ -5,7 +5,7 @@ pipeline on every call: ``TensorLikeDataAdapter`` turns a NumPy array or tensor 
 ``range → map(permutation) → flat_map(slice_batch_indices) → map(grab_batch)``, tracing three new
 tf.data functions, and each dataset op that carries one is a new kernel in the eager kernel cache,
 kept for good. Measured for a tiny model: +331 / 419 / 380 MB per 1,500 calls on TF 2.12 / 2.13 /
-2.14, 29 MB on 2.15, ≤ 19 MB from 2.16 (shared/FINDINGS.md); here 248 KiB and 45 ms per call on
+2.14, 29 MB on 2.15, ≤ 19 MB from 2.16 (docs/measurements.md, "Loops"); here 248 KiB and 45 ms per call on
 2.12.1 (268 KiB, 33 ms on 2.14.1), and clearing the kernel cache every 50 calls bounds it at
 ≈8 MiB: the kernel cache it is. The adapter's code is the same in Keras 2.6–2.15.
 

@@ -4,7 +4,8 @@ keras-team/keras 13118 (and TF 43702, 57982, 35858), on today's stack. Keras 3's
 ``predict`` builds a ``TFEpochIterator`` on every call: an ``ArrayDataAdapter`` whose
 ``get_tf_dataset`` makes ``range → map(permutation) → prefetch → flat_map → zip → map(grab_batch)
 → prefetch`` (four traced tf.data functions, an autotuned pipeline), distributed and iterated for
-one batch. Measured on TF 2.21 + Keras 3.15.1 (CPU, shared/FINDINGS.md): 59–69 ms per call on a
+one batch. Measured on TF 2.21 + Keras 3.15.1 (CPU, docs/measurements.md, "Today's stack"):
+59–69 ms per call on a
 32-row array against 3.3 ms for ``model(x)`` and 0.6 ms for ``predict_on_batch(x)``, and RSS +14.5
 MiB over the first 1,000 calls before it flattens (≈0.2 MiB per 1,000 after); the three give
 bit-identical outputs. Slow rather than leaking: the memory is a rise, not a slope.
@@ -211,7 +212,7 @@ def _keras_distribution() -> Any:
 SIGNATURE = Signature(
     unit="Keras 3 epoch iterators built by predict() for a model that predicted before (a tf.data pipeline each)",
     # Not a per-call leak: stock rises ≈14.5 MiB over the first 1,000 calls, then ≈0.2 MiB per
-    # 1,000 (shared/FINDINGS.md). Sized from RSS by the report where it grows.
+    # 1,000 (docs/measurements.md). Sized from RSS by the report where it grows.
     unit_bytes=lambda version: None, floor=20,
     fix="one in-memory batch served by the model's predict_function, without the pipeline (≈30× faster)",
     name="a new tf.data input pipeline built per Keras 3 predict() call (≈60 ms each on a small model)",

@@ -2,7 +2,7 @@
 
 Seeds are not enough for repeatable training: cuDNN and other GPU kernels pick fast algorithms
 whose floating-point sums change order from run to run, unless told otherwise. Each TensorFlow
-release band reads a different switch (TF issue 18096; shared/seeds/002_dc1b71f2406753a1.txt):
+release band reads a different switch (TF issue 18096; docs/measurements.md, "Sources"):
 ``TF_CUDNN_DETERMINISTIC`` in 1.14–2.0, ``TF_DETERMINISTIC_OPS`` in 2.1–2.7 (plus
 ``TF_CUDNN_USE_FRONTEND`` in 2.5–2.7, TF issue 53771), ``enable_op_determinism()`` from 2.8.
 TF's C++ reads those variables once, at the first op that asks, so they are set before
@@ -361,7 +361,8 @@ LIFECYCLE_NEEDS = (("python.framework.config", "enable_op_determinism"),)
 def crop_and_resize_gradients(runs: int = 3) -> Any:
     """``runs`` gradients of ``tf.image.crop_and_resize`` on the CPU, on fixed data, stacked: its
     threads add overlapping boxes into the image gradient without synchronisation unless op
-    determinism is on (shared/FINDINGS.md). Many boxes on a small image make the threads collide
+    determinism is on (docs/measurements.md, "Reproducibility on CPU"). Many boxes on a small
+    image make the threads collide
     in every computation, not only in a busy machine's runs. ``tf-patches demo`` compares them too."""
     import numpy as np
     import tensorflow as tf

@@ -4,7 +4,7 @@ ops gives other values on every run, even under a global seed.
 The parallel calls share each random op's kernel, and which element takes which draw follows
 thread timing: two stock runs differ (measured here, TF 2.21 on 2 cores: 7 of 7 iterations of a
 64-element ``Dataset.range(64).map(lambda i: tf.random.uniform([]), num_parallel_calls=4)``
-differed from the first; shared/FINDINGS.md, "Today's stack"). Under op determinism
+differed from the first; docs/measurements.md, "Today's stack"). Under op determinism
 (``tf.config.experimental.enable_op_determinism()``, ``apply_all(deterministic=True)``) TF runs
 such a map serially and it repeats (TF 13932, 34909, 44491; NVIDIA framework-reproducibility 36:
 "reproducible but painfully slow").

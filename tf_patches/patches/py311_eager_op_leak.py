@@ -1,6 +1,6 @@
 """Advisory: on Python ≥ 3.11, TensorFlow before 2.17 leaks a little on every eager op.
 
-TF issue 62551. Measured here per 100,000 `tf.zeros([1])` calls (shared/FINDINGS.md, issue 9):
+TF issue 62551. Measured here per 100,000 `tf.zeros([1])` calls (docs/measurements.md, "Loops"):
 9 MB on TF 2.12–2.15, 64 MB on 2.16, 0 from 2.17. The leak is in TF's C++ bindings, below
 anything a Python patch can reach, so this entry patches nothing: it tells the user the remedy.
 """

@@ -7,7 +7,8 @@ each callback weakly in ``script_ops._py_funcs`` and keeps its one strong refere
 *outermost* graph's ``_py_funcs_used_in_graph`` list. A callback registered while a ``Dataset.map``
 (filter, flat_map, interleave…) function or a ``tf.function`` is traced in eager mode goes to the
 global default graph, which is never destroyed: it lives for good with everything it captures,
-after the dataset or the function is gone. Measured (FINDINGS.md, ``benchmarks/``): a dataset
+after the dataset or the function is gone. Measured (docs/measurements.md, "Today's stack";
+``benchmarks/py_func_release.py``): a dataset
 rebuilt in a loop whose map's callback captures 1 MiB grows by 1,025–1,100 KiB per rebuild on TF
 2.12.1, 2.14 and 2.21.0 (320 of 320 callbacks alive after 300 rebuilds, with or without the other
 patches); the same for a ``tf.function`` made per call; 0 on tf-nightly 2.22. ``reset_default_graph()``
@@ -50,7 +51,7 @@ from ._py_funcs import release_from_graph
 NAME = "py_func_release"
 TITLE = "Traced py_function callbacks are freed with their dataset or tf.function"
 ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35084"
-# Measured on 2.12.1, 2.14 and 2.21.0 (FINDINGS.md); 0 growth on tf-nightly 2.22.
+# Measured on 2.12.1, 2.14 and 2.21.0 (docs/measurements.md); 0 growth on tf-nightly 2.22.
 GATE = Gate(versions=">=2.12", fixed_in="2.22",
             fixed_by="pull request 123530; measured fixed on tf-nightly-cpu 2.22")
 

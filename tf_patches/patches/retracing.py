@@ -3,7 +3,8 @@
 TF 124972 (open on 2.21), 50765, 31842, 38002, and Keras 3 ``train_on_batch`` slow-downs (TF 67033):
 a ``tf.function`` called with new Python values (``step(x, i)`` with ``i`` a Python int) or new
 shapes traces a new graph per call and keeps it in the function's cache while the function lives.
-Measured here (CPU, fresh processes, shared/FINDINGS.md): 165 KiB per trace on TF 2.21, 206–212
+Measured here (CPU, fresh processes, docs/measurements.md, "Today's stack"): 165 KiB per trace
+on TF 2.21, 206–212
 KiB on 2.12/2.14; deleting the function gives back ≈80 %, the rest is reused; new functions traced
 once and deleted do not grow. No patch can change it without changing what the function computes
 (a Python value is a constant of its graph), so this entry patches nothing: its probe counts the
@@ -49,7 +50,7 @@ def advise(env: Environment) -> str:
 # --- diagnose: the live signature ---------------------------------------------------------------
 SIGNATURE = Signature(
     unit="retraces (a tf.function traced again while it lives: a new graph kept per new Python value or shape)",
-    # The RSS slope per trace of a function kept alive, Python ints or new shapes (FINDINGS.md).
+    # The RSS slope per trace of a function kept alive, Python ints or new shapes (docs/measurements.md).
     unit_bytes=by_minor({"2.12": 209 * KIB, "2.14": 209 * KIB, "2.21": 165 * KIB}, None), floor=10,
     fix="nothing to patch: change the call (below)",
     name="a tf.function traced again for new Python values or shapes, each graph kept while the function lives",

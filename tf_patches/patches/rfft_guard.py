@@ -4,7 +4,7 @@ NVIDIA/tensorflow issue 76, open with no fix. On nvidia-tensorflow 1.15.5 (NGC i
 12.0, RTX 4090) every ``Session.run`` of a graph holding ``tf.signal.rfft`` fed by a Variable or a
 ``tf.random`` tensor took longer than the last (0.2 ms → 3.0 ms per rfft over 110 runs) and host
 memory grew ≈11.8 MB per 500 runs, below Python, until a segfault; ``fft``, ``ifft`` and ``dct``
-did the same, 1.15.4 did not (shared/seeds/001_28d548274b727520.txt).
+did the same, 1.15.4 did not (NVIDIA/tensorflow issue 76; docs/measurements.md, "Sources").
 
 The patch wraps every FFT function of ``fft_ops`` (``tf.signal.*``, ``tf.compat.v1.signal.*``,
 ``tf.spectral.*``, ``tf.fft``…) and every FFT raw op (``tf.raw_ops.RFFT``…) in each module bound to

@@ -3,7 +3,7 @@
 TF issue 36164 (twin: 37252), never fixed upstream. With ``tf.random.set_seed(s)`` and no op seed,
 ``random_seed.get_seed`` gives every eager call a fresh ``(seed, seed2)`` pair; the stateful
 kernel built for it stays in the eager kernel cache for good: ≈35 KiB and ≈1.9 ms more per call,
-measured on TF 2.12–2.21 (shared/FINDINGS.md). Still there on tf-nightly-cpu 2.22.0.dev20260905:
+measured on TF 2.12–2.21 (docs/measurements.md). Still there on tf-nightly-cpu 2.22.0.dev20260905:
 35,563 KiB per 1,000 seeded tf.random.uniform calls unpatched (scripts/canary.py).
 
 The fix keeps TF's own op-seed sequence (stock ``get_seed`` still draws every pair, so re-seeding
@@ -531,7 +531,8 @@ def install(ctx: PatchContext) -> str:
 SIGNATURE = Signature(
     unit="fresh stateful random kernels (eager random ops under a global seed, no op seed; "
          "the most the kernel cache held at once)",
-    # FINDINGS.md: 35,576 KiB per 1,000 calls on 2.21.0, 37,993 on 2.12.1.
+    # docs/measurements.md, "The eager seed leak (TF 36164)": 35,576 KiB per 1,000 calls on
+    # 2.21.0, 37,993 on 2.12.1.
     unit_bytes=by_minor({"2.12": 37_993 * KIB // 1000}, 35_576 * KIB // 1000), floor=256,
     fix="stock numbers through stateless twins, no kernel per draw",
     name='a new random-op kernel kept per draw (global seed set, no op seed)',
