@@ -74,6 +74,19 @@ def test_a_match_before_is_owned_up_to_in_a_note():
     assert "note: crop_and_resize gradient, CPU: the runs before happened to match" in lucky
 
 
+
+def test_a_patched_slope_a_hair_below_zero_reads_plus_zero():
+    """Issue 40: RSS a few bytes lower at the end printed "-0.00 MiB" where the README shows +0.00."""
+    stock = {"growth": Growth(iterations=(0, 10, 20), rss=(0, 10, 400_000), warmup=10, seconds=1.0),
+             "environment": "tensorflow-cpu 2.21.0"}
+    patched = {"growth": Growth(iterations=(0, 10, 20), rss=(0, 10, 9), warmup=10, seconds=1.0),
+               "environment": "tensorflow-cpu 2.21.0"}
+    sizes = Sizes(calls=20, warmup=10, samples=3, runs=2)
+    same = Reproduction(PROBE, "apply_all()", 2, tuple(ROWS), ())
+    assert patched["growth"].slope < 0
+    assert _row(table(stock, patched, same, same, sizes, 1.0), "RSS growth per 1,000 calls") == ("+38.15 MiB", "+0.00 MiB")
+
+
 @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="matplotlib not installed (pip install 'tf-patches[plot]')")
 def test_the_plot_is_a_png(demo):
     table, _, plot = demo

@@ -6,6 +6,7 @@ and tests/test_diagnose_command.py's. Needs no TensorFlow."""
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, List, Sequence
 
 import pytest
@@ -181,6 +182,33 @@ def test_each_leak_says_its_name_and_its_fixes_in_code_and_upstream():
                                          (3.5 * MIB, "3.5 MiB"), (1.4 * 1024 * MIB, "1.4 GiB"), (-5 * MIB, "-5.0 MiB")])
 def test_sizes_print_in_the_unit_that_fits(value, text):
     assert figures.format_size(value) == text
+
+
+
+@pytest.mark.parametrize("value, text", [(-0.3, "+0 B"), (0, "+0 B"), (-24, "-24 B"), (3.5 * MIB, "+3.5 MiB"),
+                                         (-4 * MIB, "-4.0 MiB")])
+def test_signed_sizes_never_read_minus_zero(value, text):
+    assert figures.format_size(value, signed=True) == text
+
+
+@pytest.mark.parametrize("value, decimals, text", [(-0.001, 2, "+0.00"), (-0.0, 2, "+0.00"), (0.004, 2, "+0.00"),
+                                                   (-0.006, 2, "-0.01"), (34.744, 2, "+34.74"), (-1234.5, 0, "-1,234")])
+def test_a_signed_figure_agrees_with_its_digits(value, decimals, text):
+    from tf_patches.core.units import signed
+
+    assert signed(value, decimals) == text
+
+
+def test_set_up_growth_read_below_zero_says_none_and_the_noise():
+    # The first sample high (a cache freed after it), then flat: the steady line drawn back starts
+    # 4 MiB under it. Issue 40: it printed "once, while setting up: -4.0 MiB".
+    rows = [[0, 604 * MIB, 0]] + [[t, 600 * MIB + (t % 2) * 100 * KIB, 0] for t in range(1, 31)]
+    report = report_of(snapshot(rows))
+    assert report.verdict == "flat" and report.setup_growth_bytes < -3 * MIB
+    text = str(report)
+    setup = next(line for line in text.splitlines() if "while setting up" in line)
+    assert re.search(r": none \(3\.9 MiB below zero as read: RSS noise", setup) and "-" not in setup, text
+    assert "Verdict: no leak: no set-up growth, flat." in text, text
 
 
 # -- advice from evidence ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Dict, List, TextIO
 
+from .core.units import signed
 from .testing import Growth, Reproduction, check_reproducible, child_environment, measure_growth
 
 HELP = "measure, on this machine, the TF 36164 leak and a reproducibility trap, before and after tf-patches"
@@ -147,7 +148,7 @@ def table(stock: Dict[str, Any], patched: Dict[str, Any], loose: Reproduction, s
         f"TF 36164: tf.random.set_seed({SEED}), then tf.random.uniform([]).numpy() "
         f"{sizes.calls:,} times after {sizes.warmup:,}",
         "  (before: stock TensorFlow; after: tf_patches.apply_all())",
-        _row("RSS growth per 1,000 calls", *(f"{g.slope * 1000 / 2**20:+,.2f} MiB" for g in (before, after))),
+        _row("RSS growth per 1,000 calls", *(f"{signed(g.slope * 1000 / 2**20, 2)} MiB" for g in (before, after))),
         _row("time per call", *(f"{g.seconds_per_iteration * 1e6:,.0f} µs" for g in (before, after))),
         f"Reproducibility: {sizes.runs} fresh runs of {PROBE}, bit-identical?",
         f"  (before: {loose.applied}; after: {strict.applied})",
@@ -178,7 +179,7 @@ def _plot(stock: Growth, patched: Growth, environment: str, path: str) -> None:
     figure, axes = plt.subplots(figsize=(8, 4.5))
     for growth, label in ((stock, "stock TensorFlow"), (patched, "tf_patches.apply_all()")):
         axes.plot(growth.iterations, [(rss - growth.rss[0]) / 2**20 for rss in growth.rss], marker=".",
-                  label=f"{label}: {growth.slope * 1000 / 2**20:+,.1f} MiB per 1,000 calls")
+                  label=f"{label}: {signed(growth.slope * 1000 / 2**20, 1)} MiB per 1,000 calls")
     axes.axvline(stock.warmup, color="grey", linestyle=":", label="end of warm-up")
     axes.set_xlabel("calls of tf.random.uniform([]).numpy() after tf.random.set_seed")
     axes.set_ylabel("RSS growth (MiB)")

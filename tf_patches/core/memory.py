@@ -14,7 +14,7 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
-from .units import KIB, MIB as _MIB
+from .units import KIB, MIB as _MIB, signed
 
 Progress = Callable[[int, int], None]
 
@@ -120,7 +120,7 @@ class Growth:
 
     def summary(self) -> str:
         return (f"{self.slope:,.1f} bytes per call ({self.slope * 1000 / _MIB:,.2f} MiB per 1,000 calls), "
-                f"{self.growth / _MIB:+,.2f} MiB over {self.calls:,} calls after {self.warmup:,} warm-up calls, "
+                f"{signed(self.growth / _MIB, 2)} MiB over {self.calls:,} calls after {self.warmup:,} warm-up calls, "
                 f"{self.seconds_per_iteration * 1e6:,.1f} µs per call")
 
     def table(self) -> str:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from ..core.units import signed as signed_number
 from .snapshot import Snapshot
 
 MIB = 1024 * 1024
@@ -215,13 +216,27 @@ def format_size(value: Optional[float], signed: bool = False) -> str:
     """Bytes in B, KiB, MiB or GiB, whichever fits (issue 20: a 24-byte unit read "0.0 KiB")."""
     if value is None:
         return "?"
-    sign = ("+" if value >= 0 else "-") if signed else ("-" if value < 0 else "")
-    size = abs(value)
-    for unit, scale in (("GiB", 1024 ** 3), ("MiB", MIB), ("KiB", 1024)):
+    size, unit, decimals = abs(value), "B", 0
+    for name, scale in (("GiB", 1024 ** 3), ("MiB", MIB), ("KiB", 1024)):
         if size >= scale * 0.95:
-            amount = size / scale
-            return f"{sign}{amount:,.{0 if amount >= 100 else 1}f} {unit}"
-    return f"{sign}{size:,.0f} B"
+            size, unit = size / scale, name
+            decimals = 0 if size >= 100 else 1
+            break
+    text = signed_number(size if value >= 0 else -size, decimals)  # no "-0 B" for a rounded zero
+    return f"{text if signed else text.lstrip('+')} {unit}"
+
+
+def setup_text(setup_bytes: float) -> str:
+    """The one-off growth as the report says it: a size, or "none" where it rounds to zero or the
+    rule reads it below zero (the steady line, drawn back, starts under the first sample; the leaks'
+    units made before the steady state sized above what grew then), saying what was read, so that
+    the JSON's figure (kept as computed) is no surprise."""
+    text = format_size(setup_bytes, signed=True)
+    if setup_bytes > 0 and text.strip("+0 B") != "":
+        return text
+    if text.startswith("+"):
+        return "none"
+    return f"none ({format_size(-setup_bytes)} below zero as read: RSS noise and the unit sizes' error)"
 
 
 def sum_sites(snapshots: Sequence[Snapshot], name: str, most: int = 3) -> List[List[Any]]:

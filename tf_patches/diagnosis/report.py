@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import Any, Dict, List, Optional, Sequence
 
 from .analysis import Findings, Leak, Verification, joined
-from .figures import MIB, format_size
+from .figures import MIB, format_size, setup_text
 
 SCHEMA = 2  # 1: 0.2's report (no schema key); 2: set-up and steady state, sizes with confidence, advice
 
@@ -42,7 +42,7 @@ class DiagnosisReport(Findings):
         steady = self.steady
         if steady is not None:
             lines.append(f"    once, while setting up (imports, building, tracing): "
-                         f"{format_size(self.setup_growth_bytes, signed=True)}")
+                         f"{setup_text(self.setup_growth_bytes)}")
             lines.append(f"    steady state (the last {steady.seconds:.1f} s): "
                          f"{format_size(steady.rate_bytes_per_s, signed=True)}/s "
                          f"({format_size(steady.growth_bytes, signed=True)} over it; flat below "
@@ -81,8 +81,9 @@ class DiagnosisReport(Findings):
             known = ("" if not self.leaks else " (" + ", ".join(
                 f"{leak.patch} fired, ≈{format_size(leak.explained_bytes)} of that set-up" for leak in self.leaks)
                 + ": see below)")
-            return (f"Verdict: no leak: grew {format_size(self.setup_growth_bytes, signed=True)} while "
-                    f"setting up, then flat{known}.")
+            grew = setup_text(self.setup_growth_bytes)
+            setup = f"grew {grew} while setting up, then" if grew.startswith("+") else "no set-up growth,"
+            return f"Verdict: no leak: {setup} flat{known}."
         if self.verdict == "leak":
             names = ", ".join(leak.patch for leak in self.leaks)
             return f"Verdict: leaking{': ' + rate if rate else ''}; known leak{'s' if len(self.leaks) > 1 else ''}: {names}."
