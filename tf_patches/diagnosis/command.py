@@ -39,6 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
 from ..core import files, streams
+from ..core.settings import Settings
 from ..isolation import processes
 from . import sampler as diagnosis
 from .report import DiagnosisReport
@@ -67,7 +68,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where leaks with a fix are named, run the command again with those fixes "
                              "applied and report what they removed (doubles the run time)")
     parser.add_argument("--patched", action="store_true",
-                        help="apply the patches (defaults, as `tf-patches run`); any patch option below "
+                        help="apply the patches (the defaults, as tf-patches run does); any patch option below "
                              "applies them too. Without either, the command runs unpatched")
     autoapply.add_arguments(parser)  # the patch options, --malloc and the command: one definition
 
@@ -83,15 +84,16 @@ def run(args: argparse.Namespace) -> int:
         return 2
     interval = args.interval or diagnosis.DEFAULT_INTERVAL
     with processes.Signals() as signals:
+        settings = Settings.from_args(args)  # the command line read once: the patch options, --malloc
         try:
-            started = _diagnosed(command, args, signals, interval)
+            started = _diagnosed(command, settings, args.patched, signals, interval, args.interval is not None)
         except allocator.AllocatorNotFound as exc:
             _say(f"--malloc {args.malloc}: {exc}")
             return autoapply.EXIT_FAILED
         if isinstance(started, int):
             return started
         returncode, report = started
-        written, stopped_by = _report_at_exit(args, report, command, returncode, signals, interval)
+        written, stopped_by = _report_at_exit(args, settings, report, command, returncode, signals, interval)
     if stopped_by is not None:  # a Ctrl-C or SIGTERM during the --verify run: die by it, as during the first
         return processes.exit_like(-stopped_by)
     status = processes.exit_like(returncode)
@@ -116,7 +118,8 @@ def _run_once(command: Sequence[str], env: Dict[str, str], directory: str, inter
             _interim(directory, command, samples, title)
 
     _sample_tree(child.pid, samples)
-    leftovers = processes.Marked(diagnosis.DIRECTORY_VARIABLE, directory)
+    leftovers = processes.Started(child.pid, lambda: child.poll() is not None, diagnosis.DIRECTORY_VARIABLE,
+                                  directory)
     returncode, _ = processes.supervise(child, signals, leftovers, every=interval, tick=sample)
     return returncode, samples
 
@@ -144,11 +147,11 @@ def _unusable_outputs(args: argparse.Namespace) -> Optional[str]:
 
 
 # -- the child --------------------------------------------------------------------------------
-def _child_environment(args: argparse.Namespace, directory: str, interval: float) -> Dict[str, str]:
-    """`tf-patches run`'s environment, the patches off unless asked, and where each process that
-    imports TF writes its snapshot."""
-    env = autoapply.command_environment(args)
-    if not args.patched and not autoapply.patch_variables(args):
+def _child_environment(settings: Settings, patched: bool, directory: str, interval: float) -> Dict[str, str]:
+    """`tf-patches run`'s environment, the patches off unless asked (``patched`` or an option
+    given), and where each process that imports TF writes its snapshot."""
+    env = autoapply.command_environment(settings)
+    if not patched and not settings.to_kwargs():
         env["TF_PATCHES_ONLY"] = "none"  # the program as it is; the user's own settings would not say so
     env[diagnosis.DIRECTORY_VARIABLE] = directory
     env[diagnosis.INTERVAL_VARIABLE] = repr(interval)
@@ -181,15 +184,16 @@ def _report(directory: str, command: Sequence[str], status: Optional[int], sampl
     return report
 
 
-def _diagnosed(command: Sequence[str], args: argparse.Namespace, signals: processes.Signals, interval: float,
-               title: str = "the command still runs") -> Union[int, Tuple[int, Optional[DiagnosisReport]]]:
-    """The command run once with ``args``, diagnosed: its return code and report (None, said, where
-    making it failed: the exit status must still come out), or the exit status of a command that
-    could not start."""
+def _diagnosed(command: Sequence[str], settings: Settings, patched: bool, signals: processes.Signals,
+               interval: float, interim: bool, title: str = "the command still runs"
+               ) -> Union[int, Tuple[int, Optional[DiagnosisReport]]]:
+    """The command run once with ``settings`` (patched or not), diagnosed: its return code and
+    report (None, said, where making it failed: the exit status must still come out), or the exit
+    status of a command that could not start."""
     directory = tempfile.mkdtemp(prefix="tf-patches-diagnose-")
     try:
-        env = _child_environment(args, directory, interval)
-        started = _run_once(command, env, directory, interval, signals, args.interval is not None, title)
+        env = _child_environment(settings, patched, directory, interval)
+        started = _run_once(command, env, directory, interval, signals, interim, title)
         if isinstance(started, int):
             return started
         returncode, samples = started
@@ -202,8 +206,9 @@ def _diagnosed(command: Sequence[str], args: argparse.Namespace, signals: proces
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def _report_at_exit(args: argparse.Namespace, report: Optional[DiagnosisReport], command: Sequence[str],
-                    returncode: int, signals: processes.Signals, interval: float) -> Tuple[bool, Optional[int]]:
+def _report_at_exit(args: argparse.Namespace, settings: Settings, report: Optional[DiagnosisReport],
+                    command: Sequence[str], returncode: int, signals: processes.Signals,
+                    interval: float) -> Tuple[bool, Optional[int]]:
     """The report, after the ``--verify`` run when asked, whatever goes wrong in it. Returns
     whether the --output file (if any) was written, and the signal that stopped the ``--verify``
     run (SIGINT, SIGTERM, SIGHUP, SIGQUIT arriving then: this process dies by it after the report,
@@ -214,8 +219,9 @@ def _report_at_exit(args: argparse.Namespace, report: Optional[DiagnosisReport],
     if args.verify:
         before = len(signals.received)  # any: no fix run (a note says so)
         try:
-            verify(report, args, command, returncode, signals, _say,
-                   lambda fixed: _diagnosed(command, fixed, signals, interval, "the --verify run still runs"))
+            verify(report, settings, command, returncode, signals, _say,
+                   lambda fixed: _diagnosed(command, fixed, True, signals, interval, args.interval is not None,
+                                             "the --verify run still runs"))
         except Exception as exc:  # the first run's report still comes out
             report.notes.append(f"not verified: {type(exc).__name__}: {exc}")
         stopped_by = next((number for number in signals.received[before:]

@@ -18,6 +18,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tu
 GRACE_S = 2.0  # SIGTERM, then this long to exit cleanly (flush, atexit), then SIGKILL
 SETTLE_S = 2.0  # after SIGKILL: how long to wait for the kernel to take the members away
 POLL_S = 0.05  # how often to look whether what was signalled is gone
+WALK_S = 0.25  # how often a supervised command's tree is walked (one /proc scan, ≈1 ms per 100 processes)
 FORWARDED = ("SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2")  # what process managers send to us
 IGNORED = ("SIGINT", "SIGQUIT")  # what a terminal sends to the whole foreground group
 # Signals whose default action dumps core: our dump would be noise next to the command's own.
@@ -30,6 +31,7 @@ class Process(NamedTuple):
     parent: int
     group: int
     session: int = 0
+    start: int = 0  # clock ticks after boot: a pid reused later is another process
 
 
 def table() -> Dict[int, Process]:
@@ -43,8 +45,9 @@ def _read(pid: int) -> Optional[Process]:
         with open(f"/proc/{pid}/stat", "rb") as stat:
             text = stat.read()
         # The name, in parentheses, may hold spaces and parentheses: the fields follow the last ')'.
-        state, parent, group, session = text[text.rindex(b")") + 2:].split()[:4]
-        return Process(state.decode("ascii", "replace"), int(parent), int(group), int(session))
+        fields = text[text.rindex(b")") + 2:].split()
+        state, parent, group, session = fields[:4]
+        return Process(state.decode("ascii", "replace"), int(parent), int(group), int(session), int(fields[19]))
     except (OSError, ValueError, IndexError):
         return None  # gone since the listing
 
@@ -131,27 +134,116 @@ class Marked:
         self.pids: List[int] = []
 
     def signal(self, number: int) -> None:
-        self.pids = []
         try:
             processes = table()
         except OSError:
             processes = {}
+        self.pids = self.find(processes)
+        for pid in self.pids:
+            with suppress(OSError):
+                os.kill(pid, number)
+
+    def find(self, processes: Dict[int, Process]) -> List[int]:
+        """The live processes of ``processes`` but this one that carry the mark."""
+        found = []
         for pid, process in processes.items():
             if pid == os.getpid() or process.state == "Z":
                 continue
             try:
                 with open(f"/proc/{pid}/environ", "rb") as environ:
                     if self.marker in environ.read().split(b"\0"):
-                        self.pids.append(pid)
+                        found.append(pid)
             except OSError:  # gone, or another user's
                 continue
-        for pid in self.pids:
-            with suppress(OSError):
-                os.kill(pid, number)
+        return found
 
     def alive(self) -> bool:
         self.pids = [pid for pid in self.pids if alive(pid)]
         return bool(self.pids)
+
+
+class Started:
+    """Everything a supervised command started, whatever its environment: its tree (walked now
+    while the command lives, and every :meth:`walk` while it ran, so a child that its parent left
+    behind is still known), every process whose environment carries ``variable=value``, every
+    process whose standard output or error is one of ``outputs`` (the run's own files: kept across
+    ``env -i`` and double forks), and what any of those started since.
+
+    Out of reach (no trace left to follow): a process that dropped the environment mark, does not
+    write to the run's outputs (``diagnose`` gives its command ours) and whose parent exited before
+    a walk saw it (a double fork within ``WALK_S``, a helper started in the command's last
+    ``WALK_S``); and one that has become another user's."""
+
+    def __init__(self, root: int, exited: Callable[[], bool], variable: str, value: str,
+                 outputs: Sequence[str] = ()):
+        self.root, self.exited = root, exited
+        self.marked = Marked(variable, value)
+        self.outputs = {identity for identity in map(_identity, outputs) if identity is not None}
+        self.seen: Dict[int, int] = {}  # pid -> start time, of every process seen in the tree
+        self.pids: Dict[int, int] = {}  # what the last signal went to
+
+    def walk(self, processes: Optional[Dict[int, Process]] = None) -> None:
+        """Note the command's tree as it is now (not once the command is reaped: its pid may be
+        another process's then)."""
+        if self.exited():
+            return
+        try:
+            processes = table() if processes is None else processes
+        except OSError:
+            return
+        for pid in tree(self.root, processes):
+            if pid in processes:
+                self.seen[pid] = processes[pid].start
+
+    def signal(self, number: int) -> None:
+        try:
+            processes = table()
+        except OSError:  # no /proc: the command alone, while it is not reaped
+            if not self.exited():
+                with suppress(OSError):
+                    os.kill(self.root, number)
+            return
+        self.walk(processes)
+        found = {pid for pid, start in self.seen.items() if pid in processes and processes[pid].start == start}
+        found.update(self.marked.find(processes))
+        if self.outputs:
+            found.update(pid for pid in processes if self._writes_to_outputs(pid))
+        mine = os.getpid()
+        for pid in list(found):  # and what they started since the last walk
+            found.update(tree(pid, processes))
+        self.pids = {pid: processes[pid].start for pid in found
+                     if pid in processes and pid != mine and processes[pid].state != "Z"}
+        for pid in self.pids:
+            with suppress(OSError):
+                os.kill(pid, number)
+
+    def _writes_to_outputs(self, pid: int) -> bool:
+        if pid == os.getpid():
+            return False
+        for fd in (1, 2):
+            try:
+                if _identity(f"/proc/{pid}/fd/{fd}") in self.outputs:
+                    return True
+            except OSError:
+                pass
+        return False
+
+    def alive(self) -> bool:
+        live = {}
+        for pid, start in self.pids.items():
+            process = _read(pid)
+            if process is not None and process.state != "Z" and process.start == start:
+                live[pid] = start
+        self.pids = live
+        return bool(live) or not self.exited()
+
+
+def _identity(path: str) -> Optional[Tuple[int, int]]:
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
 
 
 def end(processes: Any) -> None:
@@ -166,28 +258,38 @@ def end(processes: Any) -> None:
             return
 
 
-def supervise(child: subprocess.Popen, signals: "Signals", leftovers: Marked, timeout: Optional[float] = None,
+def supervise(child: subprocess.Popen, signals: "Signals", leftovers: Any, timeout: Optional[float] = None,
               every: float = math.inf, tick: Callable[[], None] = lambda: None) -> Tuple[int, bool]:
     """Watch a command to its end (``signals`` forwarded, ``tick()`` every ``every`` s, its tree
-    ended past ``timeout`` s), then end what it left: its return code, and whether it timed out."""
+    ended past ``timeout`` s), then end what it left (``leftovers``, a :class:`Started` or
+    :class:`Marked`; a :class:`Started` is walked every ``WALK_S``): its return code, and whether
+    it timed out."""
     signals.started(child)
-    deadline = math.inf if timeout is None else time.monotonic() + timeout
+    walk: Optional[Callable[[], None]] = getattr(leftovers, "walk", None)
+    now = time.monotonic()
+    deadline = math.inf if timeout is None else now + timeout
+    next_tick, next_walk = now + every, (now + WALK_S if walk is not None else math.inf)
     timed_out = False
     while True:
-        wait_s = min(every, deadline - time.monotonic())
+        wait_s = min(next_tick, next_walk, deadline) - time.monotonic()
         try:
             returncode = child.wait(timeout=None if wait_s == math.inf else max(0.0, wait_s))
             break
         except subprocess.TimeoutExpired:
-            if time.monotonic() < deadline:
+            now = time.monotonic()
+            if now >= deadline:
+                timed_out = True
+                end(leftovers)  # the command and all it started
+                if child.poll() is None:  # it dropped the mark (exec'd with env -i): ended all the same
+                    child.kill()
+                returncode = child.wait()
+                break
+            if walk is not None and now >= next_walk:
+                walk()
+                next_walk = now + WALK_S
+            if now >= next_tick:
                 tick()
-                continue
-            timed_out = True
-            end(leftovers)  # the command and all it started
-            if child.poll() is None:  # it dropped the mark (exec'd with env -i): ended all the same
-                child.kill()
-            returncode = child.wait()
-            break
+                next_tick = time.monotonic() + every
     end(leftovers)
     signals.between()
     return returncode, timed_out

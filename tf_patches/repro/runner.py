@@ -94,7 +94,9 @@ def run_once(command: Sequence[str], env: Dict[str, str], folder: str, number: i
             run.status = child
             run.ended_at = time.time()
             return run
-        leftovers = processes.Marked(evidence.VARIABLE, directory)  # the command and all it started
+        # The command and all it started: its tree, the evidence mark, and whatever holds its outputs.
+        leftovers = processes.Started(child.pid, lambda: child.poll() is not None, evidence.VARIABLE, directory,
+                                      outputs=(out.name, err.name))
         run.returncode, run.timed_out = processes.supervise(child, signals, leftovers, timeout=timeout)
         run.seconds = time.monotonic() - started
         run.ended_at = time.time()

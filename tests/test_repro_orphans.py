@@ -1,0 +1,54 @@
+"""What a run started is ended with the run, whatever its environment (issue 39): helpers that
+dropped repro's environment mark (``env -i``, ``Popen(env={"PATH": ...})``), left behind by a
+parent that exited (a double fork), at the run's end and at a time-out. Real processes, no TF
+(each case ≈1-3 s); through :func:`tf_patches.testing.repro`, which shares ``tf-patches repro``'s
+supervisor (``diagnose``'s too: :class:`tf_patches.isolation.processes.Started`)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+from tf_patches import testing
+from tf_patches.isolation import processes
+
+# Each helper: no environment (so no repro mark), its pid written to PIDS.
+#  - out:    writes to the run's stdout, started just before the command exits (no walk sees it)
+#  - walked: its output to /dev/null, its parent (a subshell) exits 1 s after starting it (a walk saw it)
+#  - python: Popen(env={"PATH": ...}), its output to /dev/null, its parent exits 1 s later (a walk saw it)
+HELPERS = ("(env -i sleep 301 >/dev/null 2>&1 </dev/null & echo $! >> {pids}; sleep 1) & "
+           "{python} -c 'import subprocess, sys, time; p = subprocess.Popen([\"sleep\", \"302\"], env={{\"PATH\": \"/usr/bin:/bin\"}}, "
+           "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL); print(p.pid, file=open(sys.argv[1], \"a\")); time.sleep(1)' {pids}; "
+           "sleep 0.5; env -i sleep 303 & echo $! >> {pids}; ")
+
+
+def _left_running(pids_file: Path) -> List[int]:
+    pids = [int(line) for line in pids_file.read_text().split()]
+    assert len(pids) >= 3, pids  # the helpers started
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(processes.alive(pid) for pid in pids):
+        time.sleep(0.1)
+    left = [pid for pid in pids if processes.alive(pid)]
+    for pid in left:  # never leave them to the next test
+        os.kill(pid, signal.SIGKILL)
+    return left
+
+
+def test_helpers_without_the_mark_end_with_the_run(tmp_path):
+    pids = tmp_path / "pids"
+    command = HELPERS.format(pids=pids, python=sys.executable) + "echo done"
+    report = testing.repro(["sh", "-c", command], runs=2, experiments=0, timeout=60)
+    assert report.verdict == "repeatable", report.to_dict()
+    assert _left_running(pids) == []
+
+
+def test_helpers_without_the_mark_end_with_a_timed_out_run(tmp_path):
+    pids = tmp_path / "pids"
+    command = HELPERS.format(pids=pids, python=sys.executable) + "sleep 60"
+    report = testing.repro(["sh", "-c", command], runs=2, experiments=0, timeout=4)
+    assert report.verdict == "not checked", report.to_dict()
+    assert _left_running(pids) == []
