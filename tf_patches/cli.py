@@ -8,6 +8,7 @@ import argparse
 import importlib
 import json
 import sys
+import textwrap
 from typing import Dict, List, Optional
 
 from ._version import __version__
@@ -48,14 +49,56 @@ def _report(args: argparse.Namespace) -> int:
 COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply.run", "demo": "tf_patches.demo",
                             "diagnose": "tf_patches.diagnosis.command", "repro": "tf_patches.repro.command"}
 
+# What `tf-patches --help` and each command's --help say to users (the docstrings are for us).
+DESCRIPTION = """Run-time fixes for known TensorFlow memory leaks and reproducibility traps, without
+forking or downgrading TensorFlow. Each command has its own help: tf-patches COMMAND --help."""
+REPORT_HELP = "apply the patches in this process and say, for each, what happened and why"
+EXAMPLES: Dict[str, str] = {
+    "": """examples:
+  tf-patches report                          what tf-patches does on this machine, and why
+  tf-patches run -- python train.py          train.py with the patches applied
+  tf-patches diagnose -- python train.py     which known TensorFlow leak train.py has
+  tf-patches repro -- python train.py        whether two runs of train.py repeat, and if not, why
+  tf-patches demo --quick                    the TF 36164 leak and a reproducibility trap, before and after""",
+    "report": """examples:
+  tf-patches report                          detect this machine, import TensorFlow, one row per patch
+  tf-patches report --no-import --json       what is decided before TensorFlow is imported, as JSON
+  tf-patches report --assume gpu-box.json    what would apply on the machine that file describes""",
+    "run": """examples:
+  tf-patches run -- python train.py
+  tf-patches run --deterministic --seed 1 -- python train.py     repeatable runs, seeded with 1
+  tf-patches run --only seed_kernel_cache -- python train.py     that patch alone
+  tf-patches run --malloc jemalloc -- python train.py            another allocator as well
+
+The exit status and signals are the command's own; 125: tf-patches failed, 126: the command
+cannot run, 127: the command was not found.""",
+    "demo": """examples:
+  tf-patches demo                  10,000 calls per loop, 3 runs per check (about a minute)
+  tf-patches demo --quick --plot rss.png""",
+    "diagnose": """examples:
+  tf-patches diagnose -- python train.py
+  tf-patches diagnose --verify -- python train.py          also check that the fixes named remove the growth
+  tf-patches diagnose --output report.json -- python train.py
+
+The command's output, exit status and signals are its own; the report follows on stderr.""",
+    "repro": """examples:
+  tf-patches repro -- python train.py
+  tf-patches repro --runs 3 --compare model.weights.h5 -- python train.py
+  tf-patches repro --locate -- python train.py             the first TensorFlow op whose outputs differ
+  tf-patches repro --verify --deterministic -- python train.py
+
+Exit status: 0 the runs repeat, 1 they differ, 2 usage error, 3 not checked (a run failed to
+start or timed out).""",
+}
+
 
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="tf-patches", description=__doc__)
+    parser = argparse.ArgumentParser(prog="tf-patches", description=DESCRIPTION, epilog=EXAMPLES[""],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"tf-patches {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
-    report = commands.add_parser(
-        "report", help="apply the patches in this process and say, for each, what happened and why"
-    )
+    report = commands.add_parser("report", help=REPORT_HELP, description=_sentence(REPORT_HELP),
+                                 epilog=EXAMPLES["report"], formatter_class=argparse.RawDescriptionHelpFormatter)
     report.add_argument("--json", action="store_true", help="machine-readable output")
     report.add_argument("--assume", metavar="FILE", help="describe the machine with a JSON file instead of detecting it")
     report.add_argument(
@@ -65,11 +108,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     report.set_defaults(run=_report)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
-        sub = commands.add_parser(name, help=module.HELP, description=module.HELP)
+        sub = commands.add_parser(name, help=module.HELP, description=_sentence(module.HELP),
+                                  epilog=EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
         module.add_arguments(sub)
         sub.set_defaults(run=module.run)
     args = parser.parse_args(argv)
     return args.run(args)
+
+
+def _sentence(text: str) -> str:
+    """A command's one-line help as its --help's opening sentence, wrapped as argparse would."""
+    return textwrap.fill(text[:1].upper() + text[1:] + ".", width=78)
 
 
 if __name__ == "__main__":  # pragma: no cover

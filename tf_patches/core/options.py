@@ -172,11 +172,13 @@ def names(valid: Sequence[str]) -> Callable[[Any], Tuple[str, ...]]:
 def core_options(patch_names: Sequence[str]) -> Tuple[Option, ...]:
     return (
         Option("only", "TF_PATCHES_ONLY", names(patch_names), None,
-               f"Comma-separated patch names: apply only these ({NONE}: apply none, tf-patches off)."),
+               f"Comma-separated patch names: apply only these ({NONE}: apply none, tf-patches off). "
+               "Default: every patch that applies here (tf-patches report lists them)."),
         Option("exclude", "TF_PATCHES_EXCLUDE", names(patch_names), None,
                "Comma-separated patch names: never apply these."),
         Option("strict", "TF_PATCHES_STRICT", flag, False,
-               "1: raise TfPatchesError when a patch fails or a patch named in `only` cannot apply."),
+               "1: raise an error (TfPatchesError) when a patch fails, or when a patch named in the "
+               "only option cannot apply. Default: off (a warning, and the program goes on)."),
     )
 
 

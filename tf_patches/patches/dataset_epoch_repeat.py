@@ -64,8 +64,10 @@ GATE = Gate(versions=">=2.0")  # measured on 2.12 and 2.21; closed upstream with
 _MODES = ("warn", "rerandomize")
 OPTIONS = (
     Option(NAME, "TF_PATCHES_DATASET_EPOCH_REPEAT", choice(*_MODES), "warn",
-           "rerandomize: each new iteration (epoch) of a dataset whose map/filter/... function draws "
-           "seeded random numbers gets a new reproducible stream (iteration 1 keeps stock's values)."),
+           "warn (default): one warning naming the map's line when a dataset whose map/filter/... "
+           "function draws seeded random numbers is iterated again (an epoch repeating the last); "
+           "rerandomize: each new iteration gets a new reproducible stream (iteration 1 keeps "
+           "stock's values)."),
 )
 TRAP = traps.Trap(
     explanation="a tf.data map (or filter, interleave...) function draws the same random numbers at "

@@ -52,8 +52,9 @@ GATE = Gate()  # BaseSession.run and Graph.version exist in every TF, 1.x and 2.
 _MODES = ("warn", "finalize", "off")
 OPTIONS = (
     Option(NAME, "TF_PATCHES_GRAPH_GROWTH", choice(*_MODES), "warn",
-           "warn: one warning per Session whose graph keeps growing between runs; finalize: "
-           "finalize each Session's graph from its 10th run, so a line adding an op raises; off."),
+           "warn (default): one warning per Session whose graph keeps growing between runs; "
+           "finalize: finalize each Session's graph from its 10th run, so a line adding an op "
+           "raises; off: no check."),
 )
 
 WARMUP_RUNS = 10  # ops built before a session's 10th run are set-up (initialisers, savers, summaries)

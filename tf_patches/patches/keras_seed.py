@@ -54,8 +54,10 @@ GATE = Gate(versions=">=2.10")  # Keras 2.10 began drawing default seeds from Py
 _MODES = ("warn", "follow")
 OPTIONS = (
     Option(NAME, "TF_PATCHES_KERAS_SEED", choice(*_MODES), "warn",
-           "follow: tf.random.set_seed(s) alone also seeds the default seeds Keras draws for layers, "
-           "initializers and Dropout (from a private generator derived from s)."),
+           "warn (default): one warning naming the layer's line when Keras draws a default seed "
+           "after tf.random.set_seed(s) alone; follow: tf.random.set_seed(s) alone also seeds the "
+           "default seeds Keras draws for layers, initializers and Dropout (from a private "
+           "generator derived from s)."),
 )
 TRAP = traps.Trap(
     explanation="Keras draws the default seeds of layers, initializers and Dropout from Python's random, "

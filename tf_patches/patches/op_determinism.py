@@ -56,9 +56,9 @@ DEFAULT_SEED = seeds.DEFAULT_SEED
 OPTIONS = (
     Option("deterministic", "TF_PATCHES_DETERMINISTIC", flag, False,
            "1: repeatable runs: seed everything and turn on the determinism switch this TF "
-           "version reads (and PyTorch's); slower on GPUs."),
+           "version reads (and PyTorch's); slower on GPUs. Default: off."),
     Option("seed", "TF_PATCHES_SEED", whole_number(MAX_SEED), None,
-           f"The seed used with deterministic=1 (0 to {MAX_SEED}; default 0)."),
+           f"The seed of repeatable runs (the deterministic option): 0 to {MAX_SEED}; default 0."),
 )
 
 TF_CUDNN_DETERMINISTIC = "TF_CUDNN_DETERMINISTIC"

@@ -57,7 +57,7 @@ REPORTED_MACHINE = {
 MODES = ("warn", "error", "cpu")
 OPTIONS = (
     Option(NAME, "TF_PATCHES_RFFT_GUARD", choice(*MODES), "warn",
-           "warn: one warning per call site; error: raise before an FFT op is built; "
+           "warn (default): one warning per call site; error: raise before an FFT op is built; "
            "cpu: build FFT ops (and their gradients) on the CPU."),
 )
 

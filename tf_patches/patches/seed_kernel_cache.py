@@ -45,9 +45,10 @@ GATE = Gate(versions=">=2.0")  # present in every 2.x release measured (2.12–2
 _MODES = ("twins", "exact")
 OPTIONS = (
     Option(NAME, "TF_PATCHES_SEED_KERNEL_CACHE", choice(*_MODES), "twins",
-           "exact: also draw stock's numbers where stock repeats a seed pair (≈2.3 % of global seeds "
-           "within 10,000 draws of one op), at ≤ 16 bytes per fresh pair, kept until the next "
-           "tf.random.set_seed, and ≈1 µs per draw."),
+           "twins (default): stock TF's numbers from stateless twin ops, no kernel kept per draw; "
+           "exact: the same, and stock's numbers also where stock repeats a seed pair (≈2.3 % of "
+           "global seeds within 10,000 draws of one op), at ≤ 16 bytes per fresh pair, kept until "
+           "the next tf.random.set_seed, and ≈1 µs per draw."),
 )
 
 # Stateful op -> its stateless twin: (gen module, function, op, twin op, twin's function in
