@@ -140,6 +140,6 @@ def test_order_only_differences_are_none_and_the_earliest_difference_wins() -> N
     found = located.locate([first, other])
     assert found is not None and (found["op_type"], found["where"], found["call"]) == ("Op2", "/p.py:12", 1)
     assert located.locate([first, first]) is None
-    assert located.locate([first, _recording([[1, 0, "aa", head]])])["problem"] == "only run 1 ran it this often"
+    assert located.locate([first, _recording([[1, 0, "aa", head]])])["problem"] == "run 2 ran it fewer times"
     summary = located.summary([first, other])
     assert summary["ops"] == 3 and summary["op_executions"] == 5

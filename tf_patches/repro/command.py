@@ -39,6 +39,7 @@ from . import report as reporting
 from . import runner
 from .compare import compare
 from . import located as locating
+from . import recording as recordings
 from .knobs import VARIABLE as KNOBS_VARIABLE  # read by the recorders in each process of an experiment
 from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
@@ -64,9 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "timing lines, rates, times, PIDs, addresses and temporary folders (repeatable)")
     parser.add_argument("--timeout", metavar="S", type=_seconds, help="end a run (and all it started) after S seconds")
     parser.add_argument("--keep", metavar="DIR", help="keep each run's output, files and evidence in DIR")
-    parser.add_argument("--against", metavar="REPORT.json",
+    parser.add_argument("--against", metavar="FILE",
                         help="name the fingerprint fields that differ from another machine's report "
-                             "(tf-patches repro --json or tf-patches report --json)")
+                             "(tf-patches repro --json or tf-patches report --json) or recording (--record): "
+                             "with a recording, also the first op whose outputs differ from the recorded run's")
     parser.add_argument("--experiments", metavar="N", type=_experiments, default=DEFAULT_LIMIT,
                         help=f"where the runs differ, at most N experiments ({EXPERIMENT_RUNS} runs each, one "
                              f"knob turned) to confirm a cause (default {DEFAULT_LIMIT})")
@@ -80,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "outputs differ: its type, name, the line that built it, which call, its values")
     parser.add_argument("--locate-limit", metavar="N", type=_locate_limit, default=None,
                         help=f"with --locate, record at most N ops per process (default {LOCATE_LIMIT})")
+    parser.add_argument("--record", metavar="FILE",
+                        help="--locate, and keep run 1's op digests and fingerprint in FILE, for "
+                             "--locate --against FILE on another machine (checked before the first run)")
     parser.add_argument("--json", action="store_true",
                         help="print the report as one JSON document on a line of its own on stdout")
     parser.add_argument("--output", metavar="FILE",
@@ -105,14 +110,18 @@ def run(args: argparse.Namespace) -> int:
     written = _output(args, report)
     if signals.received:  # a scheduler's SIGTERM, a Ctrl-C: the report is out, then the same death here
         return processes.exit_like(-signals.received[0])
-    # A report the user asked for and did not get is no success (as diagnose --output).
+    # A report (or recording) the user asked for and did not get is no success (as diagnose --output).
+    if args.record and not (report.recorded or {}).get("written"):
+        _say(f"--record {args.record}: not written: {(report.recorded or {}).get('why', 'no run recorded')}")
+        return EXIT_USAGE
     return EXIT_USAGE if not written else exit_status(report)
 
 
 def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (), compare_stderr: bool = False,
           ignore: Sequence[str] = (), timeout: Optional[float] = None, keep: Optional[str] = None,
           against: Optional[str] = None, verify: bool = False, experiments: int = DEFAULT_LIMIT,
-          options: Optional[Mapping[str, Any]] = None, locate: bool = False) -> ReproReport:
+          options: Optional[Mapping[str, Any]] = None, locate: bool = False,
+          record: Optional[str] = None) -> ReproReport:
     """``tf-patches repro`` as a function: run ``command`` (a list of strings) ``runs`` times and
     return the :class:`~tf_patches.repro.model.ReproReport` (``.verdict``, ``.repeatable``,
     ``.first_difference``, ``.causes``, ``.to_dict()`` with the ``--json`` schema). ``options`` are
@@ -131,7 +140,7 @@ def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (),
             raise TypeError(f"{flag[2:]} must be a list of strings, got {values!r}")
         for value in values:
             argv += [flag, os.fspath(value)]
-    for flag, value in (("--timeout", timeout), ("--keep", keep), ("--against", against)):
+    for flag, value in (("--timeout", timeout), ("--keep", keep), ("--against", against), ("--record", record)):
         if value is not None:
             argv += [flag, str(value)]
     argv += option_flags(options or {})
@@ -230,11 +239,11 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: processes
         given = _stdin(stdin, base)
         series = _Series(args, command, base, signals, progress, given[0])
         env = autoapply.command_environment(args)
-        runs = series.runs("run", _locate_environment(args, env), args.runs)  # only these are located
+        runs = series.runs("run", _locate_environment(args, env, against), args.runs)  # only these are located
         left = series.left_behind()
         report = reporting.build(command, runs, args.compare, masker, args.compare_stderr, against,
                                  args.against or "", left, series.cwd)
-        _located(report, args, runs, series.cwd)
+        _located(report, args, runs, series.cwd, against)
         report.stdin = given[1]
         report.patch_flags = _flags_of(args)
         if report.verdict == NOT_REPEATABLE:
@@ -250,23 +259,37 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: processes
     return report
 
 
-def _locate_environment(args: argparse.Namespace, env: Dict[str, str]) -> Dict[str, str]:
-    if not (args.locate or args.locate_limit):
+def _locating(args: argparse.Namespace, against: Optional[Mapping[str, Any]] = None) -> bool:
+    """Whether the runs record op digests: --locate, --locate-limit, --record, or --against a recording."""
+    return bool(args.locate or args.locate_limit or args.record or recordings.is_recording(against))
+
+
+def _locate_environment(args: argparse.Namespace, env: Dict[str, str],
+                        against: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
+    if not _locating(args, against):
         return env
     return dict(env, **{locating.VARIABLE: str(args.locate_limit or LOCATE_LIMIT)})
 
 
-def _located(report: ReproReport, args: argparse.Namespace, runs: Sequence[Run], cwd: str) -> None:
+def _located(report: ReproReport, args: argparse.Namespace, runs: Sequence[Run], cwd: str,
+             against: Optional[Mapping[str, Any]] = None) -> None:
     """--locate: what the runs recorded, and the first op whose outputs differ (as evidence for a
-    cause at its line)."""
-    if not (args.locate or args.locate_limit):
+    cause at its line): between the runs here, or (--against a recording) between run 1 and the
+    recorded run. --record: run 1's digests kept."""
+    if not _locating(args, against):
         return
-    recordings = [locating.read(run.folder) for run in runs]
-    report.locate = locating.summary(recordings)
-    found = locating.locate(recordings, cwd)
-    if found is None:
+    recorded = [locating.read(run.folder) for run in runs]
+    report.locate = locating.summary(recorded)
+    found = locating.locate(recorded, cwd)
+    if args.record:
+        report.recorded = _record(args.record, report, recorded[0])
+    if recordings.is_recording(against):
+        found = _located_against(report, args.against, against, recorded[0], found, cwd)
+        if found is None:
+            return
+    elif found is None:
         return
-    if report.verdict != NOT_REPEATABLE:
+    elif report.verdict != NOT_REPEATABLE:
         report.notes.append(f"--locate: {found['op_type']} at {found['where'] or 'an unknown line'} computed other "
                             f"values in run {found['run']}, yet what was compared repeats")
         return
@@ -277,8 +300,46 @@ def _located(report: ReproReport, args: argparse.Namespace, runs: Sequence[Run],
                                   f"(call {found['call']})")
 
 
+def _located_against(report: ReproReport, label: str, against: Mapping[str, Any], mine: Optional[Dict[str, Any]],
+                     between_runs: Optional[Dict[str, Any]], cwd: str) -> Optional[Dict[str, Any]]:
+    """The first op whose outputs differ between run 1 here and the recorded run, with the
+    fingerprint fields in which the machines differ."""
+    theirs = against["digests"]
+    cost = against.get("locate") if isinstance(against.get("locate"), Mapping) else {}
+    report.locate["against"] = {"file": label, "command": against.get("command"), "verdict": against.get("verdict"),
+                                **{key: cost.get(key) for key in ("ops", "op_executions", "bytes", "tensorflow")}}
+    if not recordings.same_command(against.get("command") or [], report.command):
+        report.notes.append(f"--against {label} recorded another command ({reporting.joined(against.get('command') or [])}):"
+                            " its ops compare with this one's only where the programs are the same")
+    if against.get("verdict") == NOT_REPEATABLE:
+        report.notes.append(f"--against {label}: its runs did not repeat where it was recorded: an op located "
+                            "against it may differ there from run to run")
+    if between_runs is not None:
+        report.notes.append(f"--locate: the runs here differ too: {between_runs['op_type']} at "
+                            f"{between_runs['where'] or 'an unknown line'} first (run 1 vs run {between_runs['run']})")
+    found = locating.locate([mine, theirs], cwd, against=label)
+    if found is not None:
+        differences = (report.fingerprint.get("against") or {}).get("differences") or []
+        found["fingerprint_differences"] = [difference["field"] for difference in differences]
+    return found
+
+
+def _record(path: str, report: ReproReport, digests: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+    """--record FILE: run 1's digests and fingerprint, written whole or not at all."""
+    if not digests:
+        return {"file": path, "written": False, "why": "run 1 recorded no op (no process imported TensorFlow, "
+                                                       "or none reached its exit)"}
+    data = recordings.make(report.command, report.fingerprint.get("values"), digests, report.locate or {},
+                           report.verdict)
+    try:
+        files.write_atomically(path, json.dumps(data, separators=(",", ":"), default=str) + "\n")
+    except OSError as exc:  # checked at the start: the disk filled up, a file-size limit
+        return {"file": path, "written": False, "why": f"cannot write it: {exc.strerror or exc}"}
+    return {"file": path, "written": True, "bytes": os.path.getsize(path)}
+
+
 def _offer_locate(report: ReproReport, args: argparse.Namespace) -> None:
-    if args.locate or args.locate_limit or report.verdict != NOT_REPEATABLE:
+    if _locating(args) or report.verdict != NOT_REPEATABLE:
         return
     if not any(run_data.get("tensorflow") for run in report.runs for run_data in run.processes):
         return
@@ -435,6 +496,10 @@ def _usage_problem(args: argparse.Namespace) -> Optional[str]:
         problem = files.unwritable(args.output)
         if problem:
             return f"--output {args.output}: {problem}"
+    if args.record is not None:
+        problem = files.unwritable(args.record)
+        if problem:
+            return f"--record {args.record}: {problem}"
     if args.against is not None:
         try:
             _read_against(args.against)
@@ -477,9 +542,15 @@ def _read_against(path: str) -> Dict[str, Any]:
             data = json.loads(line)
         except ValueError:
             continue
-        if isinstance(data, dict):
+        if recordings.is_recording(data):
+            problem = recordings.problem(data)
+            if problem:
+                raise ValueError(f"--against {path}: {problem}")
             return data
-    raise ValueError(f"--against {path}: not a JSON report (tf-patches repro --json or tf-patches report --json)")
+        if isinstance(data, dict) and reporting.their_fingerprint(data) is not None:
+            return data
+    raise ValueError(f"--against {path}: neither a recording (tf-patches repro --record) nor a JSON report with a "
+                     "fingerprint (tf-patches repro --json or tf-patches report --json)")
 
 
 def _flags_of(args: argparse.Namespace) -> List[str]:

@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .locate import DEFAULT_LIMIT, HEAD, SCHEMA, VARIABLE
 
-__all__ = ["DEFAULT_LIMIT", "VARIABLE", "read", "locate", "summary", "render"]
+__all__ = ["DEFAULT_LIMIT", "VARIABLE", "read", "locate", "summary", "render", "recorded_line"]
 NOT_SEEN = ("ops inside XLA-compiled functions (jit_compile=True) are not instrumented: they run as compiled",
             "ops TF runs without op callbacks (on TF 2.12, tf.data functions may be among them) are not seen")
 
@@ -81,8 +81,10 @@ def _reordered(first: Dict[str, Any], other: Dict[str, Any]) -> set:
             if values != theirs.get(number) and sorted(values) == sorted(theirs.get(number) or [])}
 
 
-def locate(recordings: Sequence[Optional[Dict[str, Any]]], cwd: str = "") -> Optional[Dict[str, Any]]:
-    """The first op whose outputs differ between run 1 and a later run, or None."""
+def locate(recordings: Sequence[Optional[Dict[str, Any]]], cwd: str = "",
+           against: str = "") -> Optional[Dict[str, Any]]:
+    """The first op whose outputs differ between run 1 and a later run, or None. ``against``: the
+    second recording is another machine's (``--against FILE``, its name), not run 2."""
     first = recordings[0] if recordings else None
     if not first:
         return None
@@ -92,18 +94,19 @@ def locate(recordings: Sequence[Optional[Dict[str, Any]]], cwd: str = "") -> Opt
             continue
         _, theirs = _items(other)
         reordered = _reordered(first, other)
+        side = (None, against) if against else (run, f"run {run}")
         for key in order:
             if key[0] == "g" and key[1] in reordered:
                 continue
             here, there = mine[key], theirs.get(key)
             if there is None:
                 if _same_op(first, other, key):
-                    return _found(first, other, key, here, None, run, cwd, "only run 1 ran it this often")
-                return _found(first, other, key, here, None, run, cwd, f"run {run} built other ops from here")
+                    return _found(first, key, here, None, side, cwd, f"{side[1]} ran it fewer times")
+                return _found(first, key, here, None, side, cwd, f"{side[1]} built other ops from here")
             if here[0] != there[0]:
                 if not _same_op(first, other, key):
-                    return _found(first, other, key, here, there, run, cwd, f"run {run} built other ops from here")
-                return _found(first, other, key, here, there, run, cwd, "")
+                    return _found(first, key, here, there, side, cwd, f"{side[1]} built other ops from here")
+                return _found(first, key, here, there, side, cwd, "")
     return None
 
 
@@ -125,7 +128,7 @@ def _same_op(first: Dict[str, Any], other: Dict[str, Any], key: tuple) -> bool:
     return all(mine[name] == theirs[name] for name in ("op_type", "op_name", "graph", "output"))
 
 
-def _found(first, other, key, here, there, run, cwd, problem) -> Dict[str, Any]:
+def _found(first, key, here, there, side, cwd, problem) -> Dict[str, Any]:
     described = _describe(first, key)
     if key[0] == "g":
         call = key[2] + 1  # the op's n-th execution: its function's n-th call, or a loop's n-th turn
@@ -137,8 +140,9 @@ def _found(first, other, key, here, there, run, cwd, problem) -> Dict[str, Any]:
         from .causes import relative
 
         where = relative(where, cwd)
+    run, name = side
     result = dict(described, where=where, call=call, execution=here[2], run=run,
-                  digests=[here[0], there[0] if there else None], problem=problem)
+                  against=None if run else name, digests=[here[0], there[0] if there else None], problem=problem)
     result["values"] = _values(here[1], there[1] if there else None, described.get("shape"))
     return result
 
@@ -180,18 +184,19 @@ def render(located: Optional[Dict[str, Any]], recording: Optional[Dict[str, Any]
         return []
     if not recording.get("recorded"):
         return [f"located: nothing recorded ({recording.get('why')})"]
-    size = recording["bytes"]
-    size_text = f"{size / 1e6:.1f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB"
     cost = (f"{recording['ops']} ops, {recording['op_executions']} op executions recorded in run 1 "
-            f"({size_text} of digests, {recording['seconds']:.2f} s in the recorder)")
+            f"({_size(recording['bytes'])} of digests, {recording['seconds']:.2f} s in the recorder)")
     lines = []
+    against = (recording.get("against") or {}).get("file")
     if located is None:
-        lines.append(f"located: no op's outputs differ ({cost})")
+        lines.append(f"located: no op's outputs differ{f' from the recorded run in {against}' if against else ''} "
+                     f"({cost})")
     else:
         where = f" at {located['where']}" if located.get("where") else ""
         name = f" {located['op_name']}" if located.get("op_name") else ""
         graph = f" in {located['graph']}" if located.get("graph") else " (eager)"
-        lines.append(f"located: the first op whose outputs differ (run 1 vs run {located['run']}): "
+        versus = f"run {located['run']}" if located.get("run") else f"the recorded run in {located.get('against')}"
+        lines.append(f"located: the first op whose outputs differ (run 1 vs {versus}): "
                      f"{located['op_type']}{name}{graph}{where}, call {located['call']} of it")
         shape = "?" if located.get("shape") is None else "x".join(str(d) for d in located["shape"]) or "scalar"
         values = located.get("values") or {}
@@ -210,6 +215,10 @@ def render(located: Optional[Dict[str, Any]], recording: Optional[Dict[str, Any]
         else:
             detail += "; its values were not recorded (digests only)"
         lines.append(detail)
+        if located.get("fingerprint_differences") is not None:
+            fields = located["fingerprint_differences"]
+            lines.append(f"  the machines' fingerprints differ in: {', '.join(fields)}" if fields else
+                         "  the machines' fingerprints are the same: what differs is not among their fields")
         lines.append(f"  {cost}")
     if recording.get("stopped"):
         lines.append(f"  recording stopped: {recording['stopped']}")
@@ -217,3 +226,15 @@ def render(located: Optional[Dict[str, Any]], recording: Optional[Dict[str, Any]
         lines.append(f"  not seen: {len(recording['xla_graphs'])} XLA-compiled graph"
                      f"{'s' if len(recording['xla_graphs']) != 1 else ''} ({', '.join(recording['xla_graphs'][:3])})")
     return lines
+
+
+def recorded_line(recorded: Dict[str, Any]) -> str:
+    """The report's line for ``--record FILE``."""
+    if not recorded.get("written"):
+        return f"recorded: nothing in {recorded.get('file')}: {recorded.get('why')}"
+    return (f"recorded: run 1's op digests and fingerprint in {recorded.get('file')} ({_size(recorded.get('bytes', 0))}); "
+            f"on another machine: tf-patches repro --locate --against {recorded.get('file')} -- COMMAND")
+
+
+def _size(size: int) -> str:
+    return f"{size / 1e6:.1f} MB" if size >= 1e5 else f"{size / 1e3:.1f} kB"

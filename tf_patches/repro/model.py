@@ -117,6 +117,7 @@ class ReproReport:
     patch_flags: List[str] = field(default_factory=list)  # the `tf-patches run` flags the runs had
     located: Optional[Dict[str, Any]] = None  # --locate: the first op whose outputs differ (located.locate)
     locate: Optional[Dict[str, Any]] = None  # --locate: what was recorded and what it cost (located.summary)
+    recorded: Optional[Dict[str, Any]] = None  # --record FILE: {"file", "written", "bytes" or "why"}
 
     @property
     def repeatable(self) -> bool:
@@ -146,4 +147,4 @@ class ReproReport:
                 "masked": [line.to_dict() for line in self.masked], "fingerprint": self.fingerprint,
                 "seeds": self.seeds, "not_checked": self.not_checked, "warnings": self.warnings,
                 "notes": self.notes, "verification": self.verification, "located": self.located,
-                "locate": self.locate}
+                "locate": self.locate, "recorded": self.recorded}

@@ -105,7 +105,7 @@ def _fingerprints(runs: Sequence[Run], against: Optional[Mapping[str, Any]], lab
             for key, left, right in differences(values, value):
                 result["differences"].append({"field": key, "run": number, "values": [left, right]})
     if against is not None:
-        theirs = _their_fingerprint(against)
+        theirs = their_fingerprint(against)
         result["against"] = {"file": label, "differences": [
             {"field": key, "values": [left, right]} for key, left, right in differences(values, theirs)]
             if theirs else None}
@@ -120,7 +120,7 @@ def _first_fingerprint(run: Run) -> Optional[Dict[str, Any]]:
     return None
 
 
-def _their_fingerprint(data: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
+def their_fingerprint(data: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
     """The fingerprint in another machine's ``repro --json`` or ``tf-patches report --json``."""
     value = data.get("fingerprint")
     if isinstance(value, dict) and isinstance(value.get("values"), dict):
@@ -192,6 +192,10 @@ def render(report: ReproReport) -> str:
         from .located import render as located_lines
 
         lines += located_lines(report.located, report.locate)
+    if report.recorded is not None:
+        from .located import recorded_line
+
+        lines.append(recorded_line(report.recorded))
     lines += _experiment_lines(report)
     lines += [f"warning: {warning}" for warning in report.warnings]
     lines += _masked_lines(report)
@@ -310,4 +314,5 @@ def _show(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-__all__ = ["build", "render", "traps_of", "seed_source", "verification_line", "joined", "NOT_CHECKED"]
+__all__ = ["build", "render", "traps_of", "seed_source", "their_fingerprint", "verification_line", "joined",
+           "NOT_CHECKED"]
