@@ -23,6 +23,7 @@ except ImportError:  # no TensorFlow here: nothing of this module runs
     np = debug_event_pb2 = debug_events_writer = dtypes = op_callbacks = tensor_util = None
     array_ops = gen_debug_ops = gen_parsing_ops = gen_string_ops = None
 
+from ._locate_budget import ByteBudget
 from .recorders import _library, _where
 
 _FUNCTION_PREFIXES = ("__inference", "__forward", "__backward", "__wrapped")
@@ -54,7 +55,16 @@ class Recorder:
         self.skipped_dtypes_seen: Dict[str, int] = {}
         self.user_frame = _library().user_frame
         self.consts: Dict[Tuple[int, int], Any] = {}
+        self.budget = ByteBudget(self._traces_path, max_bytes, self._full)
         op_callbacks.add_op_callback(self.callback)
+
+    def _traces_path(self) -> Optional[str]:
+        found = glob.glob(os.path.join(self.directory, "*.graph_execution_traces"))
+        return found[0] if found else None
+
+    def _full(self, why: str) -> None:
+        if not self.stopped or self.stopped == "exit":
+            self.stopped = why
 
     # -- the callback ----------------------------------------------------------------------------
     def callback(self, op_type, inputs, attrs, outputs, op_name=None, graph=None):
@@ -174,44 +184,63 @@ class Recorder:
             return self._read(tf_record)
 
     def _read(self, tf_record: Any) -> Dict[str, Any]:
-
-        paths = glob.glob(os.path.join(self.directory, "*.graph_execution_traces"))
-        size = sum(os.path.getsize(path) for path in paths)
+        path = self._traces_path()
+        size = os.path.getsize(path) if path else 0
         traces: List[list] = []
         pending: List[list] = []  # traces not yet placed in an execution (their marker comes after)
         cut = ""
-        for path in paths[:1]:
-            read = 0
-            for record in tf_record.tf_record_iterator(path):
-                read += len(record) + 16
-                if read > self.max_bytes:
-                    cut = f"the byte budget: the first {self.max_bytes >> 20} MB of digests kept"
-                    break
-                trace = debug_event_pb2.DebugEvent.FromString(record).graph_execution_trace
-                kind = trace.tfdbg_context_id
-                if kind == "m":
-                    execution = int(trace.op_name)
-                    for item in pending:
-                        item[0] = execution
-                    traces += pending
-                    pending = []
-                    continue
-                number = int(trace.op_name)
-                value = _bytes(trace.tensor_proto) if kind == "t" else tensor_util.MakeNdarray(trace.tensor_proto)
-                if kind == "d":
-                    item = [-1, number, format(int(value) & ((1 << 64) - 1), "016x"), None]
-                    pending.append(item)
-                elif kind == "t":  # the last elements' bytes (a known size)
-                    self._place_head(pending, number, ["last", _tail(value, self.tensors[number][5])])
-                elif kind == "h":  # the first elements (a size known only when it ran)
-                    self._place_head(pending, number, ["first", _head(value, self.head)])
-        for item in pending:
-            item[0] = self.executions  # after the last eager execution (a dataset's thread, exit)
-        traces += pending
+        read, last_marker = 0, -1
+        for record in _records(tf_record, path):
+            read += len(record) + 16
+            if read > self.max_bytes:  # a file this system could not stop at the budget: its first bytes
+                cut = f"the byte budget: the first {self.max_bytes >> 20} MB of digests kept"
+                break
+            trace = debug_event_pb2.DebugEvent.FromString(record).graph_execution_trace
+            kind = trace.tfdbg_context_id
+            if kind == "m":
+                execution = last_marker = int(trace.op_name)
+                for item in pending:
+                    item[0] = execution
+                traces += pending
+                pending = []
+                continue
+            number = int(trace.op_name)
+            value = _bytes(trace.tensor_proto) if kind == "t" else tensor_util.MakeNdarray(trace.tensor_proto)
+            if kind == "d":
+                item = [-1, number, format(int(value) & ((1 << 64) - 1), "016x"), None]
+                pending.append(item)
+            elif kind == "t":  # the last elements' bytes (a known size)
+                self._place_head(pending, number, ["last", _tail(value, self.tensors[number][5])])
+            elif kind == "h":  # the first elements (a size known only when it ran)
+                self._place_head(pending, number, ["first", _head(value, self.head)])
+        eager, through = self.eager, None
+        if self.budget.reached or cut:
+            # Cut at a byte count, where the watcher happened to look: kept are the executions
+            # complete before the last marker read (the same in every run of the program).
+            eager, through = [row for row in eager if row[0] <= last_marker], last_marker
+        else:
+            for item in pending:
+                item[0] = self.executions  # after the last eager execution (a dataset's thread, exit)
+            traces += pending
         return {"pid": self.pid, "limit": self.limit, "recorded": self.recorded, "executions": self.executions,
-                "tensors": self.tensors, "eager": self.eager, "traces": traces, "bytes": size,
-                "seconds": self.seconds, "stopped": cut or self.stopped, "xla": self.xla,
+                "tensors": self.tensors, "eager": eager, "traces": traces, "through": through, "bytes": size,
+                "seconds": self.seconds, "stopped": self.stopped if self.budget.reached else cut or self.stopped, "xla": self.xla,
                 "tensorflow": _version()}
+
+
+def _records(tf_record: Any, path: Optional[str]) -> Any:
+    """The stream's records, up to the first one cut short (the byte budget's cut, or exit)."""
+    if not path:
+        return
+    iterator = tf_record.tf_record_iterator(path)
+    while True:
+        try:
+            record = next(iterator)
+        except StopIteration:
+            return
+        except Exception:  # DataLossError: a truncated record, where the budget cut the file
+            return
+        yield record
 
 
 def _bytes(proto: Any) -> bytes:

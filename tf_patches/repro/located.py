@@ -95,7 +95,10 @@ def locate(recordings: Sequence[Optional[Dict[str, Any]]], cwd: str = "",
         _, theirs = _items(other)
         reordered = _reordered(first, other)
         side = (None, against) if against else (run, f"run {run}")
+        through = _through(first, other)
         for key in order:
+            if through is not None and mine[key][2] > through:
+                break  # past where a recording cut short by its byte budget ends
             if key[0] == "g" and key[1] in reordered:
                 continue
             here, there = mine[key], theirs.get(key)
@@ -108,6 +111,12 @@ def locate(recordings: Sequence[Optional[Dict[str, Any]]], cwd: str = "",
                     return _found(first, key, here, there, side, cwd, f"{side[1]} built other ops from here")
                 return _found(first, key, here, there, side, cwd, "")
     return None
+
+
+def _through(*recordings: Dict[str, Any]) -> Optional[int]:
+    """The last eager execution both recordings hold whole (None: they hold all)."""
+    cut = [data["through"] for data in recordings if isinstance(data.get("through"), int)]
+    return min(cut) if cut else None
 
 
 def _describe(data: Dict[str, Any], key: tuple) -> Dict[str, Any]:
