@@ -68,7 +68,7 @@ venv() {
   [[ "$tf" != *==* ]] || req=("$tf")
   [ "$tf" != none ] || req=()
   local stamp
-  stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py tf_patches/autoapply/bootstrap/tf_patches_auto.pth | sha256sum | cut -c1-16)"
+  stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py tf_patches/_version.py tf_patches/autoapply/bootstrap/tf_patches_auto.pth | sha256sum | cut -c1-16)"
   venv_with "${VENV_PYTHON:-$PYTHON}" "$dir" "$stamp" "${req[@]}" -e ".[test]" "$@"
 }
 
@@ -124,7 +124,8 @@ find_python() {
 
 pytest_run() {  # pytest_run VENV ARGS...: exit status 5 (no tests collected) is a failure too
   local dir="$1"; shift
-  "$dir/bin/python" -m pytest -q -p no:cacheprovider "$@"
+  # -rs: why each skipped test was skipped; --durations: the slowest tests, so growth shows.
+  "$dir/bin/python" -m pytest -q -p no:cacheprovider -rs --durations=15 "$@"
 }
 
 # leg VENV LIST KEYWORDS ARGS...: the tests of the array named LIST in VENV, -k KEYWORDS unless
@@ -203,13 +204,15 @@ case "${1:-}" in
     venv .venv-oldest "$OLDEST_TF"
     VENV_PYTHON="$py_newest" venv ".venv-py${NEWEST_PY/./}" "$NEWEST_TF"
     VENV_PYTHON="$py_oldest" venv ".venv-py${OLDEST_PY/./}" none
-    # tests/test_wheel.py builds the sdist and wheel and installs the wheel here: TF, no tf-patches.
-    venv_with "$PYTHON" .venv-wheel "$NEWEST_TF build pytest" "tensorflow-cpu==$NEWEST_TF" build pytest
+    # tests/test_wheel.py builds the sdist and wheel (and runs twine check on them, as the release
+    # will) and installs the wheel here: TF, no tf-patches.
+    venv_with "$PYTHON" .venv-wheel "$NEWEST_TF build pytest twine" "tensorflow-cpu==$NEWEST_TF" build pytest twine
     shift
-    # The --malloc tests (tests/test_autoapply.py) need both allocators: Debian packages, as root.
+    # The --malloc tests (tests/test_autoapply.py) need both allocators: Debian packages, as root;
+    # elsewhere they are skipped, saying why.
     dpkg -s libtcmalloc-minimal4 libjemalloc2 >/dev/null 2>&1 || { [ "$(id -u)" = 0 ] && apt-get update -qq \
       && apt-get install -y -qq libtcmalloc-minimal4 libjemalloc2 >/dev/null; } \
-      || echo "== cannot install libtcmalloc-minimal4 libjemalloc2: the --malloc tests will fail" >&2
+      || echo "== cannot install libtcmalloc-minimal4 libjemalloc2 (not root, or no apt-get): the --malloc tests will be skipped" >&2
     echo "== tests on tensorflow-cpu $NEWEST_TF (Python $("$PYTHON" -c 'import platform; print(platform.python_version())'); the installed wheel in .venv-wheel)"
     TF_PATCHES_WHEEL_VENV=.venv-wheel pytest_run .venv "$@"
     echo "== version-sensitive tests on tensorflow-cpu $OLDEST_TF"

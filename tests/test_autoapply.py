@@ -181,12 +181,19 @@ def test_a_failing_user_sitecustomize_is_reported_once_per_process_and_the_patch
         proc.stderr
 
 
+def installed(name: str) -> str:
+    """The allocator's library, or a skip that says why: scripts/dev.sh test installs both with
+    apt-get where it runs as root, and these tests are skipped (-rs prints the reason) elsewhere."""
+    try:
+        return allocator.find(name)
+    except allocator.AllocatorNotFound as exc:
+        pytest.skip(f"the --malloc tests need the allocator installed (scripts/dev.sh test installs it "
+                    f"with apt-get when run as root): {exc}")
+
+
 @pytest.mark.parametrize("name", sorted(allocator.ALLOCATORS))
 def test_malloc_preloads_the_allocator_in_the_command(name):
-    try:
-        library = allocator.find(name)
-    except allocator.AllocatorNotFound as exc:
-        pytest.fail(f"the --malloc tests need the allocator installed (scripts/dev.sh test does, as root): {exc}")
+    library = installed(name)
     code = ("from tf_patches.cli import main; print(open('/proc/self/maps').read()); "
             "main(['report', '--no-import'])")
     preloaded = _run(RUN + ["--malloc", name, "--", PYTHON, "-c", code], {"LD_PRELOAD": None})
@@ -201,16 +208,13 @@ def test_malloc_preloads_only_an_absolute_path_of_one_piece(tmp_path, monkeypatc
     """LD_LIBRARY_PATH entries that are relative (each process of the tree would look from its own
     working directory) or hold a space (LD_PRELOAD would split the path in two) are passed over,
     though they hold the library."""
-    try:
-        installed = allocator.find("tcmalloc")
-    except allocator.AllocatorNotFound as exc:
-        pytest.fail(f"the --malloc tests need the allocator installed (scripts/dev.sh test does, as root): {exc}")
+    library = installed("tcmalloc")
     for folder in ("lib", "my libs"):
         (tmp_path / folder).mkdir()
-        shutil.copy(installed, tmp_path / folder / Path(installed).name)
+        shutil.copy(library, tmp_path / folder / Path(library).name)
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("LD_LIBRARY_PATH", f"lib:{tmp_path / 'my libs'}")
-    assert allocator.find("tcmalloc") == installed
+    assert allocator.find("tcmalloc") == library
 
 
 @pytest.mark.parametrize("name", sorted(allocator.ALLOCATORS))

@@ -82,7 +82,40 @@ def test_the_sdist_holds_what_the_wheel_is_built_from(dist):
     with tarfile.open(_one(dist, "*.tar.gz")) as sdist:
         names = {name.split("/", 1)[1] for name in sdist.getnames() if "/" in name}
     assert set(CHECKOUT_MODULES + PACKAGE_DATA) <= names
-    assert {"setup.py", "setup.cfg", "pyproject.toml", "README.md"} <= names
+    assert {"setup.py", "setup.cfg", "pyproject.toml", "README.md", "MANIFEST.in", "LICENSE"} <= names
+    # What the package and the README cite travels with the source (issue 40).
+    assert {"docs/measurements.md", "CHANGELOG.md", "scripts/canary.py", "benchmarks/seed_kernel_cache.py"} <= names
+    assert not [name for name in names if "__pycache__" in name or name.endswith(".pyc")]
+
+
+def test_the_sdist_builds_the_checkout_s_package_byte_for_byte(dist):
+    """`python -m build` makes the wheel from the sdist (as pip does from PyPI's sdist): each file
+    of it is the checkout's own, so nothing the package needs is missing from the sdist or
+    changed on the way (its module list is checked above). Compared with the checkout's files, not
+    a second build from the checkout, which would reuse a stale build/ folder there."""
+    wheel = zipfile.ZipFile(_one(dist, "*.whl"))
+    packaged = [name for name in wheel.namelist() if name.startswith("tf_patches/")] + [PTH]
+    assert len(packaged) > len(CHECKOUT_MODULES)
+    checkout = {name: ROOT / (PACKAGE_DATA[0] if name == PTH else name) for name in packaged}
+    differing = [name for name, path in checkout.items() if not path.is_file() or wheel.read(name) != path.read_bytes()]
+    assert differing == []
+
+
+def test_twine_check_passes_for_the_sdist_and_the_wheel(dist):
+    """What PyPI's upload checks (metadata, the README rendered as the long description)."""
+    venv = Venv(Path(VENV), dist)
+    files = [str(_one(dist, "*.tar.gz")), str(_one(dist, "*.whl"))]
+    out = venv.run([venv.python, "-m", "twine", "check", "--strict", *files]).stdout
+    assert out.count("PASSED") == 2, out
+
+
+def test_the_version_agrees_with_the_metadata(venv):
+    """`tf-patches --version`, `tf_patches.__version__` and the installed distribution's metadata:
+    one version (the checkout's), as pip and PyPI will show it."""
+    code = "import json, importlib.metadata as m, tf_patches; print(json.dumps([m.version('tf-patches'), tf_patches.__version__]))"
+    metadata, module = venv.python_json(code)
+    printed = venv.run([str(venv.root / "bin" / "tf-patches"), "--version"]).stdout.split()
+    assert metadata == module == __version__ and printed == ["tf-patches", metadata]
 
 
 def _purelib(venv: Venv) -> Path:
