@@ -26,7 +26,7 @@ def _cited() -> Iterator[Path]:
     """The files whose citations a reader follows: the package's sources, the README, the docs,
     and the tests, scripts and benchmarks (whose bounds cite figures too)."""
     yield ROOT / "README.md"
-    for folder, pattern in (("tf_patches", "*.py"), ("tf_patches", "*.pth"), ("docs", "*.md"),
+    for folder, pattern in (("tf_patches", "*.py"), ("tf_patches", "*.pth"), ("docs", "*.md"), ("docs", "*.py"),
                             ("tests", "*.py"), ("scripts", "*"), ("benchmarks", "*.py")):
         for path in sorted((ROOT / folder).rglob(pattern)):
             if path.is_file() and "__pycache__" not in path.parts and path != Path(__file__).resolve():

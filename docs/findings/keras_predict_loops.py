@@ -2,7 +2,7 @@
 
 Usage (one population per fresh process):
     TF_USE_LEGACY_KERAS=1 /tmp/kvenv-221/bin/python docs/findings/keras_predict_loops.py predict 10000
-    /work/main/.venv/bin/python docs/findings/keras_predict_loops.py predict 10000   # Keras 3
+    .venv/bin/python docs/findings/keras_predict_loops.py predict 10000   # Keras 3 (this checkout's .venv)
 
 Modes: predict | evaluate | fit | call   (call = model(x, training=False))
 Optional third argument: block size (default 500). Warm-up: 50 calls.
