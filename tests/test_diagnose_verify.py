@@ -21,7 +21,9 @@ from typing import Dict, List
 
 import pytest
 
+from tf_patches.autoapply import run as autoapply
 from tf_patches.core import registry
+from tf_patches.core.settings import Settings
 from tf_patches.diagnosis import command as diagnose_command
 from tf_patches.diagnosis import verify
 from tf_patches.diagnosis.report import DiagnosisReport, verification_text
@@ -199,29 +201,30 @@ def reports() -> Dict[str, DiagnosisReport]:
             for name, data in snapshots.items()}
 
 
-def _args(**more) -> argparse.Namespace:
-    return argparse.Namespace(patched=False, malloc=None, interval=None, verify=True, command=["--", "x"], **more)
-
-
-def _no_rerun(args: argparse.Namespace) -> int:
+def _no_rerun(settings: Settings) -> int:
     pytest.fail("started a fix run")
 
 
 def test_fixes_are_the_leaks_with_a_fix_and_their_flags_united(reports):
     leaky = reports["leaky"]
     assert {leak.patch for leak in leaky.leaks} == {SEED, GRAPH, ADVISORY}, str(leaky)
-    names, flags = verify.fixes_of(leaky)
+    names, fix = verify.fixes_of(leaky)
     assert sorted(names) == [GRAPH, SEED]  # the advisory has nothing to run
-    assert flags == ["--graph-growth-guard", "finalize"]  # graph_growth_guard's options; SEED's: the defaults
-    assert verify.fixes_of(reports["advisory"]) == ([], []) == verify.fixes_of(reports["clean"])
+    assert fix == Settings(graph_growth_guard="finalize")  # graph_growth_guard's options; SEED's: the defaults
+    assert fix.to_flags() == ("--graph-growth-guard", "finalize")
+    assert verify.fixes_of(reports["advisory"]) == ([], Settings()) == verify.fixes_of(reports["clean"])
 
 
-def test_fix_arguments_are_what_tf_patches_run_would_set():
-    args = _args(TF_PATCHES_EXCLUDE="rfft_guard")
-    fixed = verify.fix_arguments(args, ["--graph-growth-guard", "finalize"])
-    assert fixed.patched and fixed.TF_PATCHES_GRAPH_GROWTH == "finalize"
-    assert fixed.TF_PATCHES_EXCLUDE == "rfft_guard" and fixed.command == ["--", "x"]  # the user's own kept
-    assert args.patched is False  # not changed in place
+def test_the_fix_run_gets_the_fixes_over_the_users_own_settings(reports):
+    report = copy.deepcopy(reports["leaky"])
+    user = Settings(exclude="rfft_guard", graph_growth_guard="off", malloc="tcmalloc")
+    given = []
+    verify.verify(report, user, ["x"], 0, processes.Signals(), print, lambda fixed: given.append(fixed) or 127)
+    fixed, = given
+    assert fixed.graph_growth_guard == "finalize"  # the fix wins over the user's value
+    assert fixed.exclude == ("rfft_guard",) and fixed.malloc == "tcmalloc"  # the user's others kept
+    assert report.verification.command == ["tf-patches", "run", *fixed.to_flags(), "--", "x"]
+    assert fixed.to_environ()["TF_PATCHES_GRAPH_GROWTH"] == "finalize"
 
 
 def test_every_fix_is_declared_once_as_options_that_apply_all_and_tf_patches_run_take():
@@ -232,10 +235,13 @@ def test_every_fix_is_declared_once_as_options_that_apply_all_and_tf_patches_run
                 if found is not None and found.options]
     assert len(declared) >= 5  # graph_growth_guard, rfft_guard; the traps of 3 patches
     for found in declared:
-        fixed = verify.fix_arguments(_args(), found.run_flags)
+        parser = argparse.ArgumentParser()
+        autoapply.add_arguments(parser)
+        from_flags = Settings.from_args(parser.parse_args([*found.run_flags, "--", "x"]))
+        assert from_flags == found.settings == Settings(**found.options)
         for name, value in found.options.items():
             assert options[name].convert(value) == value
-            assert getattr(fixed, options[name].env_var) == ("1" if value is True else str(value))
+            assert found.settings.to_environ()[options[name].env_var] == ("1" if value is True else str(value))
         assert eval(f"dict({found.apply_kwargs})") == dict(found.options)
 
 
@@ -248,25 +254,25 @@ def test_no_fix_run(reports, name, returncode, received, note):
     report = copy.deepcopy(reports[name])
     signals = processes.Signals()
     signals.received.extend(received)
-    verify.verify(report, _args(), ["true"], returncode, signals, print, _no_rerun)
+    verify.verify(report, Settings(), ["true"], returncode, signals, print, _no_rerun)
     assert report.notes == [note] and report.verification is None
 
 
 def test_a_fix_run_that_cannot_start_is_said(reports):
     report = copy.deepcopy(reports["leaky"])
-    verify.verify(report, _args(), ["x"], 0, processes.Signals(), print, lambda args: 127)
+    verify.verify(report, Settings(), ["x"], 0, processes.Signals(), print, lambda settings: 127)
     assert report.verification.exit_status == 127 and report.verification.removed_bytes is None
     assert report.notes == ["not verified: the fix run could not start (exit status 127)"]
     assert verification_text(report.verification) == ""  # the report says nothing of a run never made
     lost = copy.deepcopy(reports["leaky"])  # a fix run whose report could not be made
-    verify.verify(lost, _args(), ["x"], 0, processes.Signals(), print, lambda args: (0, None))
+    verify.verify(lost, Settings(), ["x"], 0, processes.Signals(), print, lambda args: (0, None))
     assert lost.notes == ["not verified: no report of the fix run"] and verification_text(lost.verification) == ""
 
 
 def test_the_fix_run_is_compared_with_the_first(reports):
     # The clean program's report as the fix run's: what the fixes removed, what still fires.
     report, fixed = copy.deepcopy(reports["leaky"]), reports["clean"]
-    verify.verify(report, _args(), ["x"], 0, processes.Signals(), print, lambda args: (0, fixed))
+    verify.verify(report, Settings(), ["x"], 0, processes.Signals(), print, lambda args: (0, fixed))
     verification = report.verification
     assert verification.removed_bytes == report.growth_bytes - fixed.growth_bytes
     assert verification.growth_bytes == fixed.growth_bytes and verification.leaks_left == []
@@ -278,7 +284,7 @@ def test_the_fix_run_is_compared_with_the_first(reports):
     # program is too short to).
     assert fixed.steady is None and "removed_steady_bytes_per_s" not in report.to_dict()["verification"]
     again = copy.deepcopy(reports["leaky"])  # a fix that did not remove its leak is named
-    verify.verify(again, _args(), ["x"], 0, processes.Signals(), print, lambda args: (0, reports["leaky"]))
+    verify.verify(again, Settings(), ["x"], 0, processes.Signals(), print, lambda args: (0, reports["leaky"]))
     assert sorted(again.verification.leaks_left) == [GRAPH, SEED] and again.verification.removed_bytes == 0
     assert again.to_dict()["verification"]["removed_steady_bytes_per_s"] == 0.0
 
@@ -289,8 +295,8 @@ def test_a_fix_run_without_tensorflow_compares_with_nothing(reports, tmp_path, m
     marker = tmp_path / "ran"
     report, signals = copy.deepcopy(reports["leaky"]), processes.Signals()
     command = ["sh", "-c", f"echo $TF_PATCHES_ONLY > {marker}; exit 5"]
-    verify.verify(report, _args(), command, 0, signals, print,
-                  lambda fixed: diagnose_command._diagnosed(command, fixed, signals, 0.2))
+    verify.verify(report, Settings(), command, 0, signals, print,
+                  lambda fixed: diagnose_command._diagnosed(command, fixed, True, signals, 0.2, False))
     assert marker.read_text().strip() == ""  # the patches on: no TF_PATCHES_ONLY=none
     assert report.verification.exit_status == 5 and report.verification.removed_bytes is None
     assert "--verify: no process of the fix run imported TensorFlow: nothing to compare" in report.notes

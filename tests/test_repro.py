@@ -201,14 +201,19 @@ def test_what_repro_reads_or_writes_is_checked_before_the_first_run(tmp_path: Pa
 
 
 def test_options_from_python_mean_what_apply_all_makes_of_them() -> None:
-    from tf_patches.repro.command import option_flags
+    from tf_patches import Settings
 
-    assert option_flags({"deterministic": "0"}) == [] == option_flags({"deterministic": "false"})
-    assert option_flags({"deterministic": "yes", "seed": "0042"}) == ["--deterministic", "--seed", "42"]
-    assert option_flags({"only": []}) == ["--only", "none"]  # no patch, as apply_all(only=[])
-    assert option_flags({"only": None}) == []  # unset: every patch
+    def variables(options):
+        return Settings.from_kwargs(options).to_environ()
+
+    assert variables({"deterministic": "0"}) == {"TF_PATCHES_DETERMINISTIC": "0"}  # off, said: not left out
+    assert variables({"deterministic": "false"}) == {"TF_PATCHES_DETERMINISTIC": "0"}
+    assert variables({"deterministic": "yes", "seed": "0042"}) == {"TF_PATCHES_DETERMINISTIC": "1",
+                                                                   "TF_PATCHES_SEED": "42"}
+    assert variables({"only": []}) == {"TF_PATCHES_ONLY": "none"}  # no patch, as apply_all(only=[])
+    assert variables({"only": None}) == {}  # unset: every patch
     with pytest.raises(ValueError, match="deterministic"):
-        option_flags({"deterministic": "maybe"})
+        variables({"deterministic": "maybe"})
 
 
 def test_a_signal_that_stops_the_series_is_no_verdict_and_repro_dies_by_it(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ _EXPORTS = {
     "GPU": "core.environment",
     "Report": "core.reporting",
     "Row": "core.reporting",
+    "Settings": "core.settings",
     "register": "core.registry",
     "unregister": "core.registry",
     "TfPatchesWarning": "core.errors",

@@ -15,23 +15,25 @@ import argparse
 import importlib.util
 import os
 import sys
-from typing import Callable, Dict, List, Sequence, TypeVar, Union
+from typing import Any, Callable, Dict, List, Optional, Sequence, TypeVar, Union
 
 from . import allocator
 from .bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 from .bootstrap import sitecustomize as bootstrap
 from ..core import streams
-from ..core.options import Option, flag, run_flag, unset
+from ..core.options import flag, run_flag, unset
 from ..core.registry import all_options
+from ..core.settings import Settings, hash_seed
 
 HELP = "run a command with the patches applied in it and in every Python process it starts"
 EXIT_FAILED, EXIT_CANNOT_RUN, EXIT_NOT_FOUND = 125, 126, 127
-HASH_SEED_VARIABLE = "PYTHONHASHSEED"
-_MAX_HASH_SEED = 4294967295  # Python's own limit for PYTHONHASHSEED
 T = TypeVar("T")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The patch options, ``--malloc``, ``--hash-seed`` and the command: what
+    :meth:`Settings.from_args <tf_patches.core.settings.Settings.from_args>` reads back. Each
+    flag holds its converted value (None: not given), checked by the option's own converter."""
     # One flag per apply_all() option, named after it: the variables stay the single source.
     for option in all_options():
         name = run_flag(option.name)
@@ -39,17 +41,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help_text = f"{option.help} (sets {option.env_var})".replace("%", "%%")
         if option.convert is flag:
             help_text = help_text[3:] if help_text.startswith("1: ") else help_text  # a flag takes no "1"
-            parser.add_argument(name, dest=option.env_var, action="store_const", const="1", help=help_text)
+            parser.add_argument(name, dest=option.env_var, action="store_const", const=True, help=help_text)
         else:
             parser.add_argument(name, dest=option.env_var, metavar=option.name.upper(),
-                                type=_checked(option), help=help_text)
+                                type=_checked(option.convert), help=help_text)
     parser.add_argument(
         "--malloc", choices=sorted(allocator.ALLOCATORS),
         help="preload this allocator (LD_PRELOAD) in the command and everything it starts; "
              "fails before the command starts when it is not installed",
     )
     parser.add_argument(
-        "--hash-seed", metavar="N", type=_hash_seed,
+        "--hash-seed", metavar="N", type=_checked(hash_seed),
         help="set PYTHONHASHSEED=N for the command (Python reads it at start-up only): sets and dicts of "
              "strings then iterate in the same order on every run",
     )
@@ -62,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
         _say("tf-patches run", "no command given (tf-patches run [options] -- COMMAND...)")
         return 2  # a usage error, as argparse's own
     try:
-        env = command_environment(args)
+        env = command_environment(Settings.from_args(args))
     except allocator.AllocatorNotFound as exc:
         _say("tf-patches run", f"--malloc {args.malloc}: {exc}")
         return EXIT_FAILED
@@ -74,51 +76,36 @@ def command_of(args: argparse.Namespace) -> List[str]:
     return args.command[1:] if args.command[:1] == ["--"] else list(args.command)
 
 
-def patch_variables(args: argparse.Namespace) -> Dict[str, str]:
-    """The ``TF_PATCHES_*`` variables the patch options given on the command line set."""
-    return {key: value for key, value in vars(args).items() if key.startswith("TF_PATCHES_") and value}
-
-
-def command_environment(args: argparse.Namespace) -> Dict[str, str]:
-    """The environment the command runs in (also ``tf-patches diagnose``'s): the bootstrap first on
-    ``PYTHONPATH``, the patch options as variables, ``--malloc`` preloaded. Raises
-    :class:`allocator.AllocatorNotFound` for a ``--malloc`` that is not installed."""
+def command_environment(settings: Settings) -> Dict[str, str]:
+    """The environment a command runs in with ``settings`` (also ``tf-patches diagnose``'s and
+    ``repro``'s): the bootstrap first on ``PYTHONPATH``, the settings' variables
+    (:meth:`Settings.to_environ`), ``malloc`` preloaded. Raises
+    :class:`allocator.AllocatorNotFound` for a ``malloc`` that is not installed."""
     env = dict(os.environ)
     env["PYTHONPATH"] = _first_on_path(BOOTSTRAP_DIRECTORY, env.get("PYTHONPATH", ""))
     if _start_reported_a_failing_sitecustomize():
         env[bootstrap.REPORTED_VARIABLE] = str(os.getpid())  # the PID a Python command keeps
-    env.update(patch_variables(args))
-    if getattr(args, "hash_seed", None) is not None:
-        env[HASH_SEED_VARIABLE] = args.hash_seed
-    if args.malloc:
-        library = allocator.find(args.malloc)
+    env.update(settings.to_environ())
+    if settings.malloc:
+        library = allocator.find(settings.malloc)
         # Ours first: the first library that defines malloc wins.
         env["LD_PRELOAD"] = " ".join([library, *env.get("LD_PRELOAD", "").split()])
     return env
 
 
-def _checked(option: Option) -> Callable[[str], str]:
-    """An argparse type that rejects what the variable would reject (the option's own converter),
-    before the command starts, and keeps the text for the variable; blank text is unset."""
+def _checked(convert: Callable[[Any], T]) -> Callable[[str], Optional[T]]:
+    """An argparse type: the value as the option's converter reads it (what the variable would
+    reject stops the command line before the command starts); blank text is not given."""
 
-    def check(value: str) -> str:
+    def check(value: str) -> Optional[T]:
         if unset(value):
-            return ""
+            return None
         try:
-            option.convert(value)
+            return convert(value)
         except (TypeError, ValueError) as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
-        return value
 
     return check
-
-
-def _hash_seed(text: str) -> str:
-    """``--hash-seed``: what Python accepts in PYTHONHASHSEED (0 to 4294967295, or "random")."""
-    value = text.strip()
-    if value == "random" or (value.isdigit() and int(value) <= _MAX_HASH_SEED):
-        return value
-    raise argparse.ArgumentTypeError(f"expected a whole number from 0 to {_MAX_HASH_SEED} (or random), got {text!r}")
 
 
 def _start_reported_a_failing_sitecustomize() -> bool:

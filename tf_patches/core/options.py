@@ -46,43 +46,6 @@ def run_flag(name: str) -> str:
     return "--" + name.replace("_", "-")
 
 
-def run_flags(values: Mapping[str, Any]) -> Tuple[str, ...]:
-    """The ``tf-patches run`` flags that set these ``apply_all`` keywords (a fix declared as its
-    options, :class:`~tf_patches.core.signature.Signature`; ``repro(options=...)``): ``--name
-    VALUE``, a bare ``--name`` for True, a list comma-joined; nothing for False or None."""
-    flags: List[str] = []
-    for name, value in values.items():
-        if isinstance(value, bool):
-            flags += [run_flag(name)] if value else []
-        elif isinstance(value, (list, tuple)):
-            flags += [run_flag(name), ",".join(map(str, value))]
-        elif value is not None:
-            flags += [run_flag(name), str(value)]
-    return tuple(flags)
-
-
-def keywords(values: Mapping[str, Any]) -> str:
-    """The same as ``apply_all()`` arguments, as code: ``graph_growth_guard="finalize"``."""
-    return ", ".join(f'{name}="{value}"' if isinstance(value, str) else f"{name}={value!r}"
-                     for name, value in values.items())
-
-
-class FixOptions:
-    """What a declaration whose fix is its ``options`` (``Signature``, ``Trap``) derives from them."""
-
-    __slots__ = ()
-
-    @property
-    def run_flags(self) -> Tuple[str, ...]:
-        """The fix as ``tf-patches run`` flags."""
-        return run_flags(self.options)  # type: ignore[attr-defined]
-
-    @property
-    def apply_kwargs(self) -> str:
-        """The fix as ``apply_all()`` arguments, as code."""
-        return keywords(self.options)  # type: ignore[attr-defined]
-
-
 def unset(value: Any) -> bool:
     """None or blank text: an empty variable (``VAR=``) is an unset one, as shells and Docker mean it."""
     return value is None or (isinstance(value, str) and not value.strip())
@@ -183,6 +146,7 @@ def core_options(patch_names: Sequence[str]) -> Tuple[Option, ...]:
 
 
 _warned: Set[Tuple[str, Any]] = set()
+_DEFAULT: Any = object()  # from_environment's default: the option's own
 
 
 def warn_config(variable: str, value: Any, problem: str) -> None:
@@ -195,7 +159,15 @@ def warn_config(variable: str, value: Any, problem: str) -> None:
     _warned.add(key)
     message = f"tf-patches: ignoring {variable}={brief(value)}: {_bounded(problem, value)}"
     logger.info(message)  # the warning below is what users see; logging would repeat it
-    warnings.warn(message, ConfigWarning, stacklevel=_caller_level())
+    try:
+        warnings.warn(message, ConfigWarning, stacklevel=_caller_level())
+    except Warning:
+        # PYTHONWARNINGS=error (-W error) raises it here, in the middle of reading the options:
+        # the bad value would abort apply_all and turn every patch off. The default is used, as
+        # promised; the message still reaches stderr, as the warning would have.
+        from .streams import write
+
+        write(sys.stderr, f"{ConfigWarning.__name__}: {message}\n")
 
 
 def _bounded(problem: str, value: Any) -> str:
@@ -214,17 +186,23 @@ def _caller_level() -> int:
     return level
 
 
-def from_environment(option: Option, environ: Optional[Mapping[str, str]] = None) -> Any:
-    """The value of ``option``'s variable: the default when it is unset or blank, and when it is
-    bad, after one :class:`ConfigWarning`."""
+def from_environment(option: Option, environ: Optional[Mapping[str, str]] = None, default: Any = _DEFAULT) -> Any:
+    """The value of ``option``'s variable: ``default`` (the option's own unless given) when it is
+    unset or blank, and when it is bad, after one :class:`ConfigWarning`."""
+    default = option.default if default is _DEFAULT else default
     raw = (os.environ if environ is None else environ).get(option.env_var)
     if unset(raw):
-        return option.default
+        return default
     try:
         return option.convert(raw)
     except (TypeError, ValueError) as exc:
         warn_config(option.env_var, raw, str(exc))
-        return option.default
+        return default
+
+
+def unexpected(names: Iterable[str], valid: Iterable[str]) -> TypeError:
+    """The error for keywords no ``apply_all`` takes (Settings and Ray's runtime_env say the same)."""
+    return TypeError(f"apply_all() got unexpected keyword(s) {', '.join(names)}; valid: {', '.join(sorted(valid))}")
 
 
 def resolve(options: Iterable[Option], given: Mapping[str, Any],
@@ -234,9 +212,7 @@ def resolve(options: Iterable[Option], given: Mapping[str, Any],
     known = {option.name for option in options}
     unknown = sorted(set(given) - known)
     if unknown:
-        raise TypeError(
-            f"apply_all() got unexpected keyword(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}"
-        )
+        raise unexpected(unknown, known)
     values: Dict[str, Any] = {}
     for option in options:
         if unset(given.get(option.name)):

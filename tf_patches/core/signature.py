@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .context import _MISSING, raw_attribute, restore, tf_module
-from .options import FixOptions
+from .settings import FixOptions
 
 
 # The options key a diagnosis adds when it checks which probes to arm (spec.check): a signature

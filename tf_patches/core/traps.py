@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from .errors import ReproducibilityWarning, logger
-from .options import FixOptions
+from .settings import FixOptions
 from .signature import Site
 
 REPRO_DIR_VARIABLE = "TF_PATCHES_REPRO_DIR"  # set by `tf-patches repro` for every process of a run

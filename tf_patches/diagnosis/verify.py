@@ -1,69 +1,43 @@
 """``tf-patches diagnose --verify``: where the report names leaks with a fix, the command runs a
 second time, in the same way (environment, ``--malloc``, patch options), with those fixes applied
-as ``tf-patches run`` would apply them (the patches on, plus the union of the named signatures'
-run flags), diagnosed too; ``report.verification`` (:class:`~.analysis.Verification`) says what
-the fixes removed: the first run's growth minus the fix run's, the report's way to check its own
-figures. A signal during the first run (a Ctrl-C the command caught, a process manager's SIGTERM)
-or a first run killed by one means no fix run. :mod:`.command` runs the command; this module
-decides, and compares the two reports.
+as ``tf-patches run`` would apply them (the patches on, the named signatures' options merged as a
+:class:`~tf_patches.core.settings.Settings` over the user's own), diagnosed too;
+``report.verification`` (:class:`~.analysis.Verification`) says what the fixes removed: the first
+run's growth minus the fix run's, the report's way to check its own figures. A signal during the
+first run (a Ctrl-C the command caught, a process manager's SIGTERM) or a first run killed by one
+means no fix run. :mod:`.command` runs the command; this module decides, and compares the two
+reports.
 """
 
 from __future__ import annotations
 
-import argparse
-from typing import Callable, Iterable, List, Optional, Sequence, Tuple, Union
+from typing import Callable, List, Optional, Sequence, Tuple, Union
 
-from ..autoapply import run as autoapply
+from ..core.settings import Settings
 from ..isolation.processes import Signals, shell_status, signal_name
 from .analysis import Verification, joined
 from .report import DiagnosisReport
 from .signatures import signature_of
 
-# Runs the command with these arguments, diagnosed: its return code and report (None: it could not
-# be made), or the exit status of a command that could not start.
-Rerun = Callable[[argparse.Namespace], Union[int, Tuple[int, Optional[DiagnosisReport]]]]
+# Runs the command with these settings, patched and diagnosed: its return code and report (None:
+# it could not be made), or the exit status of a command that could not start.
+Rerun = Callable[[Settings], Union[int, Tuple[int, Optional[DiagnosisReport]]]]
 
 
-def fixes_of(report: DiagnosisReport) -> Tuple[List[str], List[str]]:
-    """The patches whose leaks the report names with a fix (an advisory has none to run), and the
-    union of their signatures' ``tf-patches run`` flags, in order, each option once."""
+def fixes_of(report: DiagnosisReport) -> Tuple[List[str], Settings]:
+    """The patches whose leaks the report names with a fix (an advisory has none to run), and
+    their signatures' options merged, in order (the first value of an option wins)."""
     names = list(dict.fromkeys(leak.patch for leak in report.leaks if leak.fix_command))
-    return names, union_flags(signature_of(name).run_flags for name in names)
+    fix = Settings()
+    for name in names:
+        fix = fix.merged(signature_of(name).settings)
+    return names, fix
 
 
-def union_flags(flag_lists: Iterable[Sequence[str]]) -> List[str]:
-    """``tf-patches run`` flag lists joined in order, each option once (its first value kept):
-    what ``--verify`` applies, here and in ``tf-patches repro``."""
-    flags: List[str] = []
-    for run_flags in flag_lists:
-        run_flags = list(run_flags)
-        for index, part in enumerate(run_flags):
-            if not part.startswith("--") or part in flags:
-                continue
-            value = run_flags[index + 1:index + 2]
-            flags += [part] + (value if value and not value[0].startswith("--") else [])
-    return flags
-
-
-def fix_arguments(args: argparse.Namespace, flags: Sequence[str]) -> argparse.Namespace:
-    """``args`` with the patches on and ``flags`` (`tf-patches run` patch options) added, parsed by
-    `tf-patches run`'s own parser: what ``tf-patches run FLAGS -- COMMAND`` would set."""
-    parser = argparse.ArgumentParser(add_help=False)
-    autoapply.add_arguments(parser)
-    parsed = parser.parse_args([*flags, "--", "command"])
-    fixed = argparse.Namespace(**vars(args))
-    fixed.patched = True
-    for key, value in autoapply.patch_variables(parsed).items():
-        setattr(fixed, key, value)
-    if parsed.hash_seed is not None:  # a run flag of its own: PYTHONHASHSEED, not a patch option
-        fixed.hash_seed = parsed.hash_seed
-    return fixed
-
-
-def verify(report: DiagnosisReport, args: argparse.Namespace, command: Sequence[str], returncode: int,
+def verify(report: DiagnosisReport, settings: Settings, command: Sequence[str], returncode: int,
            signals: Signals, say: Callable[[str], None], rerun: Rerun) -> None:
-    """Run the command again with the named fixes (``rerun``) and set ``report.verification``;
-    where there is nothing to verify, or no way to, a note says why."""
+    """Run the command again with the named fixes over the user's ``settings`` (``rerun``) and set
+    ``report.verification``; where there is nothing to verify, or no way to, a note says why."""
     notes = report.notes
     if returncode < 0:
         notes.append(f"not verified: the command was killed by {signal_name(-returncode)}")
@@ -71,14 +45,15 @@ def verify(report: DiagnosisReport, args: argparse.Namespace, command: Sequence[
     if signals.received:
         notes.append(f"not verified: {signal_name(signals.received[0])} arrived while the command ran")
         return
-    fixes, flags = fixes_of(report)
+    fixes, fix = fixes_of(report)
     if not fixes:
         notes.append("nothing to verify: no leak with a fix was named")
         return
-    shown = ["tf-patches", "run", *flags, *(["--malloc", args.malloc] if args.malloc else []), "--", *command]
+    fixed = fix.merged(settings)  # the fixes' values win over the user's; the user's others stay
+    shown = ["tf-patches", "run", *fixed.to_flags(), "--", *command]
     verification = report.verification = Verification(fixes=fixes, command=shown)
     say(f"--verify: running the command again with {', '.join(fixes)} fixed: {joined(shown)}")
-    started = rerun(fix_arguments(args, flags))
+    started = rerun(fixed)
     if isinstance(started, int):
         verification.exit_status = started
         notes.append(f"not verified: the fix run could not start (exit status {started})")

@@ -6,11 +6,12 @@ pile up in it until it is killed for memory. :func:`runtime_env` patches every w
 (or of one task, actor or Tune trainable); :func:`map_isolated` runs each item in a fresh worker
 process, as :func:`tf_patches.map_isolated` does on one machine.
 
-How the patches reach a worker: the settings travel as ``TF_PATCHES_*`` environment variables
-(``env=`` inline, as JSON), and Ray's worker set-up hook, ``tf_patches.ray.worker_setup``, arms
-the auto-apply bootstrap when the worker process starts, before any task's function or
-arguments are unpickled (they may import TensorFlow): ``apply_all()`` then runs when the worker
-starts importing TensorFlow, as under ``tf-patches run``. The hook is named by module path, so
+How the patches reach a worker: the settings (a :class:`tf_patches.Settings`) travel as its
+``TF_PATCHES_*`` environment variables (``Settings.to_environ``; ``env=`` inline, as JSON), and
+Ray's worker set-up hook, ``tf_patches.ray.worker_setup``, arms the auto-apply bootstrap when the
+worker process starts, before any task's function or arguments are unpickled (they may import
+TensorFlow): ``apply_all()`` then runs when the worker starts importing TensorFlow, as under
+``tf-patches run``. The hook is named by module path, so
 it works wherever tf-patches is installed on the cluster's machines (no driver-side path), and
 a worker that cannot import ``tf_patches`` fails at start, its task with
 ``ray.exceptions.WorkerCrashedError`` and the raylet's line naming the import error, instead of
@@ -24,7 +25,10 @@ from __future__ import annotations
 import math
 import os
 import time
-from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, Optional, TypeVar
+
+if TYPE_CHECKING:
+    from ..core.settings import Settings
 
 T = TypeVar("T")
 
@@ -37,51 +41,34 @@ SETUP_HOOK_VARIABLE = "__RAY_WORKER_PROCESS_SETUP_HOOK_ENV_VAR"
 SETUP_HOOK = "tf_patches.ray.worker_setup"
 
 
-def runtime_env(**options: Any) -> Dict[str, Any]:
+def runtime_env(settings: Optional["Settings"] = None, /, **options: Any) -> Dict[str, Any]:
     """A Ray ``runtime_env`` that makes every worker process it reaches apply tf-patches with
-    these options (``apply_all()``'s keywords, checked the same way: a bad one raises
-    ``ValueError``/``TypeError`` here) when it imports TensorFlow.
+    these options (a :class:`tf_patches.Settings`, and/or ``apply_all()``'s keywords, checked the
+    same way: a bad one raises ``ValueError``/``TypeError`` here; a keyword wins over the
+    Settings' value) when it imports TensorFlow.
 
     ``ray.init(runtime_env=tf_patches.ray.runtime_env(deterministic=True, seed=0))``, or merged
     into a task's, actor's or trainable's own (its ``env_vars`` merged with yours).
     """
-    return {"env_vars": variables(options)}
+    return {"env_vars": variables(options, settings)}
 
 
-def variables(options: Mapping[str, Any]) -> Dict[str, str]:
+def variables(options: Mapping[str, Any], settings: Optional["Settings"] = None) -> Dict[str, str]:
     """The environment variables of :func:`runtime_env`: a ``TF_PATCHES_*`` variable for each
     option given, and Ray's set-up hook."""
     from ..core.engine import ASSUME_VARIABLE, environment_argument
-    from ..core.options import resolve
-    from ..core.registry import all_options
+    from ..core.settings import Settings
 
     given = dict(options)
     env = environment_argument(given.pop("env", None))  # as apply_all(env=...) checks it
-    known = all_options()
-    values = resolve(known, given, environ={})  # apply_all()'s own check, and its messages
-    result = {SETUP_HOOK_VARIABLE: SETUP_HOOK}
-    for option in known:
-        value = given.get(option.name)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            continue  # not given: the worker's own variable, or the default
-        text = _as_text(values[option.name])
-        if option.convert(text) != values[option.name]:  # cannot happen for the built-in options
-            raise ValueError(f"{option.name}: {values[option.name]!r} does not survive {option.env_var}")
-        result[option.env_var] = text
+    chosen = Settings.from_kwargs(given).merged(settings)  # apply_all()'s own check, and its messages
+    if chosen.malloc is not None or chosen.hash_seed is not None:  # preloads and start-up variables of tf-patches run
+        raise ValueError(f"{chosen!r}: malloc and hash_seed act where tf-patches run starts a command; "
+                         "a Ray worker takes the apply_all options only")
+    result = {SETUP_HOOK_VARIABLE: SETUP_HOOK, **chosen.to_environ()}
     if env is not None:
         result[ASSUME_VARIABLE] = env.to_json_text()  # inline: a driver's file is not on the workers
     return result
-
-
-def _as_text(value: Any) -> str:
-    """A converted option value as its variable's text (the option's converter reads it back)."""
-    from ..core.options import NONE
-
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, (tuple, list)):
-        return ",".join(value) if value else NONE
-    return str(value)
 
 
 def worker_setup() -> None:

@@ -13,7 +13,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from .model import Cause, TrapSeen
 from .runner import Run
-from .vocabulary import CAUSES, SEED_FLAGS, fix_text
+from ..core.registry import by_name
+from .vocabulary import CAUSES, SEED_FIX, Fix, fix_text, settings_of
 
 LIBRARIES_OF_THE_MODEL = ("keras", "tf_keras", "tensorflow", "tensorflow_core")  # draw for layers and datasets
 _STRENGTH = {  # suspects' order before experiments: what the differing values show first
@@ -44,14 +45,14 @@ class Collector:
         self.weak: set = set()  # names seen only as a weak sign: ordered after every other suspect
 
     def add(self, name: str, where: str, evidence: str, run: int, time: float = 0.0,
-            run_flags: Optional[Tuple[str, ...]] = None, fix: Optional[str] = None, knob: Optional[str] = None) -> None:
+            fix_settings: Optional[Fix] = None, fix: Optional[str] = None, knob: Optional[str] = None) -> None:
         where = relative(where, self.cwd)
         kind = CAUSES[name]
         cause = self.found.get(name)
         if cause is None:
             cause = self.found[name] = Cause(
                 name, where, fix=fix if fix is not None else fix_text(name, where),
-                run_flags=tuple(kind.run_flags if run_flags is None else run_flags),
+                settings=settings_of(kind.fix_settings if fix_settings is None else fix_settings),
                 knob=kind.knob if knob is None else knob, time=time or float("inf"))
         elif time and time < cause.time and where:
             cause.where, cause.time = where, time  # the earliest line
@@ -179,9 +180,16 @@ def _traps(found: Collector, traps: Sequence[TrapSeen]) -> set:
         for run in trap.runs:
             found.add(trap.name, trap.where, f"the {trap.name} trap sprang at {where} "
                       f"(run{'s' if len(trap.runs) > 1 else ''} {runs})", run, trap.time,
-                      run_flags=trap.run_flags, fix=trap.fix, knob=f"trap:{trap.name}" if trap.run_flags else "")
+                      fix_settings=_trap_fix(trap.name), fix=trap.fix,
+                      knob=f"trap:{trap.name}" if trap.run_flags else "")
         lines.add(trap.where)
     return lines
+
+
+def _trap_fix(name: str) -> Fix:
+    """A registry trap's fix (its declared options), as settings."""
+    spec = by_name(name)
+    return tuple(spec.trap.settings.items()) if spec is not None and spec.trap is not None else ()
 
 
 # -- the recorders' evidence --------------------------------------------------------------------
@@ -209,32 +217,32 @@ def _randomness(found: Collector, run: int, randomness: Mapping[str, Any], trapp
             continue  # a trap (or list_files) at that line says it better
         for_the_model = via in LIBRARIES_OF_THE_MODEL or source == "tf_op"
         # tf-patches' seeds come at `import tensorflow`: they fix only draws after it.
-        seed_flags = None if tensorflow and (loaded is None or time >= float(loaded)) else ()
+        seed_fix = None if tensorflow and (loaded is None or time >= float(loaded)) else ()
         # Keras draws a layer's seed from Python's random: any global seed set after it came too late.
         late = _seeded_after(seeds, "any" if for_the_model and source != "tf_op" else source, time)
         what = f"{_WORDS.get(source, source)}{' (through ' + via + ')' if via else ''} drew without a seed"
         if late is not None:
             knob = "global_seeds" if for_the_model and source != "tf_op" else _late_knob(source)
             found.add("seeded_too_late", where, f"{what} at {_at(found, draw)}, before the seed was set at "
-                      f"{_at(found, late)}", run, time, knob=knob, run_flags=seed_flags)
+                      f"{_at(found, late)}", run, time, knob=knob, fix_settings=seed_fix)
         elif for_the_model and function in _TF_GENERATORS:
             found.add("tf_seed_unset", where, f"a tf.random.Generator ({function}) made without a seed at "
-                      f"{_at(found, draw)}", run, time, run_flags=(),  # op determinism makes TF refuse it
+                      f"{_at(found, draw)}", run, time, fix_settings=(),  # op determinism makes TF refuse it
                       fix=f"make it from a seed{_at_line(found, where)}: tf.random.Generator.from_seed(N) "
                           "(and tf.random.set_global_generator(...) for the global one)")
         elif for_the_model:
             found.add("tf_seed_unset", where, f"{what} at {_at(found, draw)}"
                       + ("" if seeded_any else "; no seed was set in that process"), run, time)
         elif source in ("numpy_global", "numpy_generator"):
-            flags = SEED_FLAGS if source == "numpy_global" and seed_flags is None else ()
-            found.add("numpy_unseeded", where, f"{what} at {_at(found, draw)}", run, time, run_flags=flags)
+            fixed_by = SEED_FIX if source == "numpy_global" and seed_fix is None else ()
+            found.add("numpy_unseeded", where, f"{what} at {_at(found, draw)}", run, time, fix_settings=fixed_by)
         elif source == "python_random" and function in _PYTHON_INSTANCES:  # a Random() of its own
             found.add("python_random_unseeded", where, f"a random.Random() made without a seed at {_at(found, draw)}",
-                      run, time, run_flags=(),  # tf-patches seeds the module's generator, not instances
+                      run, time, fix_settings=(),  # tf-patches seeds the module's generator, not instances
                       fix=f"give it a seed{_at_line(found, where)}: random.Random(SEED)")
         elif source == "python_random":
             found.add("python_random_unseeded", where, f"{what} at {_at(found, draw)}", run, time,
-                      run_flags=seed_flags)
+                      fix_settings=seed_fix)
 
 
 def _seeded_after(seeds: Sequence[Mapping[str, Any]], source: str, time: float) -> Optional[Mapping[str, Any]]:

@@ -27,13 +27,12 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
 from ..autoapply import allocator
 from ..autoapply import run as autoapply
 from ..core import files, streams
-from ..core.options import run_flag
-from ..diagnosis.verify import fix_arguments
+from ..core.settings import Settings
 from ..isolation import processes
 from . import report as reporting
 from . import runner
@@ -45,7 +44,7 @@ from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
 from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport
 from .runner import Run, run_once
-from .vocabulary import Knob
+from .vocabulary import Knob, settings_of
 
 LOCATE_LIMIT = locating.DEFAULT_LIMIT
 
@@ -120,16 +119,18 @@ def run(args: argparse.Namespace) -> int:
 def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (), compare_stderr: bool = False,
           ignore: Sequence[str] = (), timeout: Optional[float] = None, keep: Optional[str] = None,
           against: Optional[str] = None, verify: bool = False, experiments: int = DEFAULT_LIMIT,
-          options: Optional[Mapping[str, Any]] = None, locate: bool = False,
+          options: Union[Settings, Mapping[str, Any], None] = None, locate: bool = False,
           record: Optional[str] = None) -> ReproReport:
     """``tf-patches repro`` as a function: run ``command`` (a list of strings) ``runs`` times and
     return the :class:`~tf_patches.repro.model.ReproReport` (``.verdict``, ``.repeatable``,
-    ``.first_difference``, ``.causes``, ``.to_dict()`` with the ``--json`` schema). ``options`` are
-    ``apply_all`` keywords for the runs (``{"deterministic": True, "seed": 1}``), as ``tf-patches
-    run``'s flags; ``experiments=0`` runs none. The runs get an empty standard input. Bad arguments
-    raise ValueError/TypeError before any run."""
+    ``.first_difference``, ``.causes``, ``.to_dict()`` with the ``--json`` schema). ``options``: the
+    runs' :class:`~tf_patches.core.settings.Settings`, or ``apply_all`` keywords
+    (``{"deterministic": True, "seed": 1}``) checked as ``apply_all`` checks them, given to the
+    runs as their variables (``"0"`` is off, ``only=[]`` is no patch); ``experiments=0`` runs none.
+    The runs get an empty standard input. Bad arguments raise ValueError/TypeError before any run."""
     if isinstance(command, (str, bytes)) or not command or not all(isinstance(part, str) for part in command):
         raise TypeError(f"command must be a non-empty list of strings, got {command!r}")
+    settings = options if isinstance(options, Settings) else Settings.from_kwargs(options or {})
     if isinstance(experiments, bool) or not isinstance(experiments, int) or experiments < 0:
         raise ValueError(f"experiments must be a whole number >= 0, got {experiments!r}")
     argv = ["--runs", str(runs), "--experiments", str(experiments),
@@ -143,51 +144,23 @@ def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (),
     for flag, value in (("--timeout", timeout), ("--keep", keep), ("--against", against), ("--record", record)):
         if value is not None:
             argv += [flag, str(value)]
-    argv += option_flags(options or {})
     parser = _Parser(add_help=False)
     add_arguments(parser)
     args = parser.parse_args([*argv, "--", *command])
     problem = _usage_problem(args)
     if problem:
         raise ValueError(problem)
-    return examine(args, list(command), processes.Signals(), progress=False)
-
-
-def option_flags(options: Mapping[str, Any]) -> List[str]:
-    """``apply_all`` keywords as ``tf-patches run`` flags, each value checked and read as
-    ``apply_all`` reads it (``"0"`` or ``"false"`` is off, ``only=[]`` is no patch), so nothing
-    changes meaning on its way to the runs. A bad name or value raises TypeError/ValueError."""
-    from ..core.options import flag
-    from ..core.registry import all_options
-
-    known = {option.name: option for option in all_options()}
-    flags: List[str] = []
-    for name, value in options.items():
-        option = known.get(name)
-        if option is None:
-            raise TypeError(f"unknown option {name!r}; apply_all() takes: {', '.join(sorted(known))}")
-        if value is None:
-            continue  # unset, as apply_all(name=None)
-        try:
-            converted = option.convert(value)
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"options[{name!r}]: {exc}") from None
-        if option.convert is flag:
-            flags += [run_flag(name)] if converted else []
-        elif isinstance(converted, tuple):
-            flags += [run_flag(name), ",".join(converted) or "none"]
-        else:
-            flags += [run_flag(name), str(converted)]
-    return flags
+    return examine(args, list(command), processes.Signals(), progress=False, settings=settings)
 
 
 class _Series:
     """What every series of runs of one ``repro`` shares: the command, its environment, the
     folder, standard input, and the working folder's entries before run 1 (what runs left)."""
 
-    def __init__(self, args: argparse.Namespace, command: Sequence[str], base: str, signals: processes.Signals,
-                 progress: bool, stdin: Optional[str]) -> None:
+    def __init__(self, args: argparse.Namespace, settings: Settings, command: Sequence[str], base: str,
+                 signals: processes.Signals, progress: bool, stdin: Optional[str]) -> None:
         self.args, self.command, self.base, self.signals, self.progress = args, list(command), base, signals, progress
+        self.settings = settings  # the runs' patch options, --malloc and --hash-seed
         self.stdin = stdin
         self.cwd = os.getcwd()
         self.before = _entries(self.cwd)
@@ -229,23 +202,25 @@ class _Series:
 
 
 def examine(args: argparse.Namespace, command: Sequence[str], signals: processes.Signals,
-            progress: bool = False, stdin: Any = None) -> ReproReport:
-    """The runs, the report, the experiments where runs differ, and (``--verify``) the fix runs."""
+            progress: bool = False, stdin: Any = None, settings: Optional[Settings] = None) -> ReproReport:
+    """The runs, the report, the experiments where runs differ, and (``--verify``) the fix runs;
+    ``settings``: the runs' (by default, those of the command line ``args``)."""
+    settings = Settings.from_args(args) if settings is None else settings
     masker = Masker(compile_ignores(args.ignore))
     against = _read_against(args.against) if args.against else None
     base = args.keep or tempfile.mkdtemp(prefix="tf-patches-repro-")
     os.makedirs(base, exist_ok=True)
     try:
         given = _stdin(stdin, base)
-        series = _Series(args, command, base, signals, progress, given[0])
-        env = autoapply.command_environment(args)
+        series = _Series(args, settings, command, base, signals, progress, given[0])
+        env = autoapply.command_environment(settings)
         runs = series.runs("run", _locate_environment(args, env, against), args.runs)  # only these are located
         left = series.left_behind()
         report = reporting.build(command, runs, args.compare, masker, args.compare_stderr, against,
                                  args.against or "", left, series.cwd)
         _located(report, args, runs, series.cwd, against)
         report.stdin = given[1]
-        report.patch_flags = _flags_of(args)
+        report.patch_flags = list(settings.to_flags())
         if report.verdict == NOT_REPEATABLE:
             _experiment(report, series, masker, env)
         if args.keep:
@@ -364,7 +339,7 @@ def _experiment(report: ReproReport, series: _Series, masker: Masker, env: Dict[
         return
 
     def rerun(knob: Knob) -> Tuple[str, str]:
-        runs = series.runs(f"experiment {knob.name}", knob_environment(args, env, knob), EXPERIMENT_RUNS,
+        runs = series.runs(f"experiment {knob.name}", knob_environment(series.settings, env, knob), EXPERIMENT_RUNS,
                            fresh_state=knob.fresh_state)
         found = compare(runs, args.compare, masker, args.compare_stderr)
         first = report.runs[0]
@@ -380,10 +355,10 @@ def _experiment(report: ReproReport, series: _Series, masker: Masker, env: Dict[
     report.causes, report.ruled_out, report.experiments = outcome.causes, outcome.ruled_out, outcome.experiments
 
 
-def knob_environment(args: argparse.Namespace, env: Dict[str, str], knob: Knob) -> Dict[str, str]:
-    """The runs' environment with ``knob`` turned."""
-    if knob.flags:
-        env = autoapply.command_environment(fix_arguments(args, knob.flags))
+def knob_environment(settings: Settings, env: Dict[str, str], knob: Knob) -> Dict[str, str]:
+    """The runs' environment (made with ``settings``) with ``knob`` turned: its settings over them."""
+    if knob.fix:
+        env = autoapply.command_environment(settings_of(knob.fix).merged(settings))
     env = dict(env, **dict(knob.variables))
     if knob.knobs:
         env[KNOBS_VARIABLE] = ",".join(knob.knobs)
@@ -392,10 +367,10 @@ def knob_environment(args: argparse.Namespace, env: Dict[str, str], knob: Knob) 
 
 def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
     args, command = series.args, series.command
-    names, flags = report.fixes()
-    shown = ["tf-patches", "run", *report.patch_flags, *[flag for flag in flags if flag not in report.patch_flags],
-             "--", *command]
-    verification: Dict[str, Any] = {"fixes": names, "flags": flags, "command": shown, "verdict": None,
+    names, fix = report.fixes()
+    fixed = fix.merged(series.settings)  # the fixes' values win over the runs' own; their others stay
+    shown = ["tf-patches", "run", *fixed.to_flags(), "--", *command]
+    verification: Dict[str, Any] = {"fixes": names, "flags": list(fix.to_flags()), "command": shown, "verdict": None,
                                     "summary": "", "first_difference": None, "traps_left": [],
                                     "not_the_cause": [], "runs": []}
     if series.signals.received:
@@ -404,7 +379,7 @@ def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
         verification["summary"] = "not run: the runs could not be compared"
     elif report.repeatable:
         verification["summary"] = "nothing to verify: the runs repeat"
-    elif not flags:
+    elif not fix:
         named = ", ".join(cause.name for cause in report.causes)
         verification["summary"] = (f"nothing to apply: no cause named ({named}) has a fix tf-patches applies; "
                                    "change the code as each fix says")
@@ -413,7 +388,6 @@ def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
         return
     if series.progress:
         _say(f"--verify: {reporting.joined(shown)}")
-    fixed = fix_arguments(args, flags)
     runs = series.runs("verify", autoapply.command_environment(fixed), args.runs)
     rerun = reporting.build(command, runs, args.compare, masker, args.compare_stderr)
     if rerun.verdict == REPEATABLE and runs[0].status != report.runs[0].status:
@@ -551,25 +525,6 @@ def _read_against(path: str) -> Dict[str, Any]:
             return data
     raise ValueError(f"--against {path}: neither a recording (tf-patches repro --record) nor a JSON report with a "
                      "fingerprint (tf-patches repro --json or tf-patches report --json)")
-
-
-def _flags_of(args: argparse.Namespace) -> List[str]:
-    """The `tf-patches run` flags the runs were given, as typed."""
-    from ..core.registry import all_options
-
-    flags = []
-    for option in all_options():
-        value = getattr(args, option.env_var, None)
-        if value:
-            flags += [run_flag(option.name)] + ([] if value == "1" and _is_flag(option) else [value])
-    flags += ["--hash-seed", args.hash_seed] if getattr(args, "hash_seed", None) is not None else []
-    return flags + (["--malloc", args.malloc] if args.malloc else [])
-
-
-def _is_flag(option: Any) -> bool:
-    from ..core.options import flag
-
-    return option.convert is flag
 
 
 # -- output -----------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import Callable, List, Optional, Sequence, Tuple
 
 from .model import Cause, Experiment, REPEATABLE
-from .vocabulary import CAUSES, FALLBACK_KNOBS, KNOBS, Knob, fix_text
+from ..core.settings import Settings
+from .vocabulary import CAUSES, FALLBACK_KNOBS, KNOBS, Knob, fix_text, settings_of
 
 RUNS = 2  # runs per experiment
 DEFAULT_LIMIT = 4
@@ -40,7 +41,7 @@ def knob_of(cause: Cause) -> Optional[Knob]:
     """The knob that tests ``cause``: a trap's is its own fix (its tf-patches run flags)."""
     if cause.knob.startswith("trap:"):
         return Knob(cause.knob, f"the {cause.knob[5:]} trap's fix (tf-patches run {' '.join(cause.run_flags)})",
-                    flags=tuple(cause.run_flags))
+                    fix=cause.settings.items() if cause.settings else ())
     return KNOBS.get(cause.knob)
 
 
@@ -132,9 +133,10 @@ def _found(knob: str) -> Cause:
     if name == "unknown":
         cause = Cause(name, "", fix="turn op determinism on (tf.config.experimental.enable_op_determinism() with "
                                     "keras.utils.set_random_seed), or find the op: tf-patches run --deterministic",
-                      run_flags=KNOBS[knob].flags, knob=knob)
+                      settings=settings_of(KNOBS[knob].fix), knob=knob)
     else:
-        cause = Cause(name, "", fix=fix_text(name, ""), run_flags=tuple(kind.run_flags), knob=knob, confirmed=True)
+        cause = Cause(name, "", fix=fix_text(name, ""), settings=settings_of(kind.fix_settings), knob=knob,
+                      confirmed=True)
     cause.evidence.append(f"no recorder saw it, but with {KNOBS[knob].words} the runs repeat")
     return cause
 
@@ -146,13 +148,8 @@ def _together(knobs: Sequence[Knob]) -> Optional[Knob]:
     variables = tuple(dict.fromkeys(pair for knob in knobs for pair in knob.variables))
     return Knob("+".join(knob.name for knob in knobs), " and ".join(knob.words for knob in knobs),
                 knobs=tuple(dict.fromkeys(name for knob in knobs for name in knob.knobs)), variables=variables,
-                flags=tuple(_union(knob.flags for knob in knobs)), fresh_state=any(knob.fresh_state for knob in knobs))
-
-
-def _union(flag_lists) -> List[str]:
-    from ..diagnosis.verify import union_flags
-
-    return union_flags(flag_lists)
+                fix=Settings().merged(*(settings_of(knob.fix) for knob in knobs)).items(),
+                fresh_state=any(knob.fresh_state for knob in knobs))
 
 
 def _said_untested(testable: Sequence[Tuple[Cause, Optional[Knob]]], tried: Sequence[str]) -> None:

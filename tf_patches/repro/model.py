@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
+from ..core.settings import Settings
 from .runner import Run
 
 SCHEMA = "tf-patches-repro/2"
@@ -23,11 +24,16 @@ class Cause:
     where: str = ""  # "path:line" of the user's code (relative to the working folder inside it), or ""
     evidence: List[str] = field(default_factory=list)  # what was seen, sentence by sentence
     fix: str = ""
-    run_flags: Tuple[str, ...] = ()  # tf-patches run flags that apply a fix (): a code change
+    settings: Optional[Settings] = None  # the fix tf-patches applies (None: a code change)
     confirmed: bool = False
     knob: str = ""  # the experiment that tests it ("": none can)
     runs: List[int] = field(default_factory=list)  # the runs whose evidence named it
     time: float = 0.0  # when it was first seen (orders suspects)
+
+    @property
+    def run_flags(self) -> Tuple[str, ...]:
+        """The fix as `tf-patches run` flags (() for a code change)."""
+        return self.settings.to_flags() if self.settings else ()
 
     def to_dict(self) -> Dict[str, Any]:
         return {"name": self.name, "where": self.where, "evidence": "; ".join(self.evidence), "fix": self.fix,
@@ -123,14 +129,12 @@ class ReproReport:
     def repeatable(self) -> bool:
         return self.verdict == REPEATABLE
 
-    def fixes(self) -> Tuple[List[str], List[str]]:
-        """The run-varying causes with a fix tf-patches can apply, and the union of their run
-        flags, in order, each option once (what ``--verify`` applies)."""
-        from ..diagnosis.verify import union_flags  # diagnose --verify joins its fixes' flags alike
-
-        fixing = [cause for cause in self.causes if cause.run_flags]
+    def fixes(self) -> Tuple[List[str], Settings]:
+        """The run-varying causes with a fix tf-patches can apply, and their settings merged in
+        order, the first value of each option kept (what ``--verify`` applies)."""
+        fixing = [cause for cause in self.causes if cause.settings]
         names = list(dict.fromkeys(cause.name for cause in fixing))
-        return names, union_flags(cause.run_flags for cause in fixing)
+        return names, Settings().merged(*(cause.settings for cause in fixing))
 
     def __str__(self) -> str:
         from .report import render

@@ -9,24 +9,34 @@ their explanation, fix and flags are the trap's own ``TRAP``; their knob is thei
 
 from __future__ import annotations
 
-from typing import Dict, NamedTuple, Tuple
+from typing import Any, Dict, NamedTuple, Optional, Tuple
 
-# tf-patches' own flags that seed everything at `import tensorflow` (Python's random, NumPy's
+from ..core.settings import Settings
+
+# A fix tf-patches applies, as Settings' keywords: made into a Settings where it is used (a
+# Settings made here would load every patch module when repro's command line is built).
+Fix = Tuple[Tuple[str, Any], ...]
+# tf-patches' own settings that seed everything at `import tensorflow` (Python's random, NumPy's
 # global generator, TF's global seed, Keras) and turn op determinism on: tf.data's
 # deterministic=False is overridden then, and list_files' shuffle follows the global seed.
-SEED_FLAGS = ("--deterministic", "--seed", "0")
-HASH_FLAGS = ("--hash-seed", "0")  # `tf-patches run` sets PYTHONHASHSEED for the command
+SEED_FIX: Fix = (("deterministic", True), ("seed", 0))
+HASH_FIX: Fix = (("hash_seed", 0),)  # `tf-patches run` sets PYTHONHASHSEED for the command
+
+
+def settings_of(fix: Fix) -> Optional[Settings]:
+    """``fix`` as the Settings that apply it; None for no fix (a code change only)."""
+    return Settings(**dict(fix)) if fix else None
 
 
 class Knob(NamedTuple):
     """What one experiment changes: in-process knobs (``TF_PATCHES_REPRO_KNOBS``, armed by the
-    recorders), variables set from outside, tf-patches run flags, or a clean working folder."""
+    recorders), variables set from outside, tf-patches settings, or a clean working folder."""
 
     name: str
     words: str  # what it does, for the report
     knobs: Tuple[str, ...] = ()
     variables: Tuple[Tuple[str, str], ...] = ()
-    flags: Tuple[str, ...] = ()
+    fix: Fix = ()  # tf-patches settings, over the user's own
     fresh_state: bool = False
     tensorflow: bool = False  # changes nothing in runs that never import TensorFlow
 
@@ -44,7 +54,7 @@ KNOBS: Dict[str, Knob] = {knob.name: knob for knob in (
     Knob("list_files_seed", "Dataset.list_files given a fixed shuffle seed", knobs=("list_files_seed",), tensorflow=True),
     Knob("fresh_state", "each run started without what earlier runs left in the working folder",
          fresh_state=True),
-    Knob("op_determinism", "tf-patches run --deterministic --seed 0 (seeds and op determinism)", flags=SEED_FLAGS,
+    Knob("op_determinism", "tf-patches run --deterministic --seed 0 (seeds and op determinism)", fix=SEED_FIX,
          tensorflow=True),
 )}
 # Tried in this order where the evidence names no candidate (cheapest and commonest first).
@@ -57,37 +67,37 @@ class CauseKind(NamedTuple):
     name: str
     summary: str  # one line: the README's table
     fix: str  # what to change in code ({where}: the user's line, when known)
-    run_flags: Tuple[str, ...] = ()  # tf-patches run flags that fix it ((): a code change only)
+    fix_settings: Fix = ()  # tf-patches settings that fix it ((): a code change only)
     knob: str = ""  # the experiment that proves it ("": none can)
 
 
 CAUSES: Dict[str, CauseKind] = {kind.name: kind for kind in (
     CauseKind("tf_seed_unset", "no global seed was set, and TF ops, Keras layers or datasets drew random numbers",
               "seed once at the top, before any model or dataset is built: keras.utils.set_random_seed(N) "
-              "(Python, NumPy and TF), or tf-patches run --deterministic --seed N", SEED_FLAGS, "global_seeds"),
+              "(Python, NumPy and TF), or tf-patches run --deterministic --seed N", SEED_FIX, "global_seeds"),
     CauseKind("seed_varies", "a seed was set from a value that differs between runs (the clock, a PID, os.urandom)",
               "set a fixed number as the seed{at}", (), "pin_seeds"),
     CauseKind("seeded_too_late", "an op or dataset took its seed before tf.random.set_seed was called",
               "move the seed (keras.utils.set_random_seed / tf.random.set_seed) above{at_line}, before the "
               "first random op or dataset is built; or tf-patches run --deterministic (seeds at import)",
-              SEED_FLAGS, "seed_tf"),
+              SEED_FIX, "seed_tf"),
     CauseKind("numpy_unseeded", "NumPy's global RandomState, or a default_rng()/Generator made without a seed, drew numbers",
               "give NumPy a seed{at}: np.random.default_rng(SEED) (or np.random.seed(N) for the global state; "
               "keras.utils.set_random_seed seeds the global state, not a new default_rng())", (), "seed_numpy"),
     CauseKind("python_random_unseeded", "Python's random drew numbers without random.seed",
               "seed Python's random at the top (random.seed(N), or keras.utils.set_random_seed(N)){at_note}",
-              SEED_FLAGS, "seed_python"),
+              SEED_FIX, "seed_python"),
     CauseKind("hash_order", "the order of a set or dict of strings (Python's string hash, PYTHONHASHSEED) changed what ran",
               "sort what you iterate (sorted(set_of_strings)), or run with PYTHONHASHSEED=0 set before Python "
-              "starts (tf-patches run --hash-seed 0)", HASH_FLAGS, "hash_seed"),
+              "starts (tf-patches run --hash-seed 0)", HASH_FIX, "hash_seed"),
     CauseKind("tfdata_nondeterministic", "tf.data ran with deterministic=False (or Options.deterministic = False): "
               "element order follows thread timing",
               "drop deterministic=False{at} (and Options.deterministic = False), or turn op determinism on "
               "(tf.config.experimental.enable_op_determinism(); tf-patches run --deterministic)",
-              SEED_FLAGS, "tfdata_deterministic"),
+              SEED_FIX, "tfdata_deterministic"),
     CauseKind("list_files_shuffle", "Dataset.list_files shuffles file names by default, with no seed",
               "pass shuffle=False (or seed=N){at} to Dataset.list_files, or set a global seed first",
-              SEED_FLAGS, "list_files_seed"),
+              SEED_FIX, "list_files_seed"),
     CauseKind("keras_seed", "tf.random.set_seed alone leaves Keras's default seeds to Python's random", "", (), ""),
     CauseKind("parallel_random_map", "a parallel tf.data map draws from stateful random ops in thread-timing order",
               "", (), ""),

@@ -31,6 +31,10 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 # The loop and its readings are the engine's (a patch's canary measures with them too).
 from ..core.memory import Growth, Progress, checked_count, measure_growth, rss_bytes
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
+if TYPE_CHECKING:
+    from ..core.settings import Settings
+
 __all__ = ["DEFAULT_MAX_BYTES_PER_ITER", "Growth", "Progress", "measure_growth", "rss_bytes", "assert_no_leak",
            "Target", "Difference", "Reproduction", "check_reproducible", "assert_reproducible",
            "child_environment", "repro", "assert_repeatable"]
@@ -125,10 +129,13 @@ class Reproduction:
 
 def check_reproducible(target: Target, runs: int = 2, *, seed: int = 0,
                        deterministic: bool = True, outputs: Sequence[str] = (), args: Sequence[str] = (),
-                       timeout: float = 600.0, progress: Optional[Progress] = None) -> Reproduction:
+                       timeout: float = 600.0, progress: Optional[Progress] = None,
+                       settings: Optional["Settings"] = None) -> Reproduction:
     """Run ``target`` ``runs`` times, each in a fresh interpreter that first calls
     ``tf_patches.apply_all(deterministic=deterministic, seed=seed)``, and compare the results
-    bit for bit with run 1's.
+    bit for bit with run 1's. ``settings`` (a :class:`tf_patches.Settings`) adds other options
+    for the runs; where it gives ``deterministic`` or ``seed``, its value wins (``hash_seed``
+    sets the runs' PYTHONHASHSEED; ``malloc`` is refused: use ``tf-patches run``).
 
     ``target`` is a module-level function (or ``"module:function"``), called without arguments;
     its return value is compared: arrays, tensors, variables, Keras models (their weights),
@@ -152,7 +159,15 @@ def check_reproducible(target: Target, runs: int = 2, *, seed: int = 0,
 
     if checked_count("seed", seed, minimum=0) > MAX_SEED:
         raise ValueError(f"seed must be <= {MAX_SEED} (NumPy's range), got {seed}")
-    spec["apply"] = {"deterministic": True, "seed": seed} if deterministic else {"deterministic": False}
+    from ..core.settings import Settings
+
+    if settings is not None and not isinstance(settings, Settings):
+        raise TypeError(f"settings must be a tf_patches.Settings, got {settings!r}")
+    keywords = Settings(deterministic=True, seed=seed) if deterministic else Settings(deterministic=False)
+    chosen = (settings or Settings()).merged(keywords)
+    if chosen.malloc is not None:
+        raise ValueError("settings: malloc preloads an allocator where a command starts: use tf-patches run")
+    spec["environ"] = chosen.to_environ()  # the runs' variables: what apply_all reads there
     with tempfile.TemporaryDirectory(prefix="tf-patches-repro-") as folder:
         paths = [os.path.join(folder, f"run{i + 1}.npz") for i in range(runs)]
         finished = []
@@ -170,7 +185,7 @@ def check_reproducible(target: Target, runs: int = 2, *, seed: int = 0,
         fingerprints = tuple(_load_fingerprint(path) for path in paths)
     differences = tuple(difference for run, other in enumerate(results[1:], start=2)
                         for difference in _compare(results[0], other, run))
-    applied = "apply_all(" + ", ".join(f"{k}={v!r}" for k, v in spec["apply"].items()) + ")"
+    applied = f"apply_all({chosen.to_code()})"
     return Reproduction(target=spec["label"], applied=applied, runs=runs, names=tuple(results[0]),
                         differences=differences, fingerprints=fingerprints)
 
@@ -192,7 +207,8 @@ def repro(command: Sequence[str], runs: int = 2, **options: Any) -> Any:
     suspects: ``.name``, ``.where``, ``.confirmed``, ``.fix``), ``.traps``, ``.to_dict()`` (the
     ``--json`` schema). Keywords: ``compare``, ``compare_stderr``, ``ignore``, ``timeout``,
     ``keep``, ``against``, ``verify``, ``experiments`` (at most that many; 0: none), ``options``
-    (``apply_all`` keywords for the runs)."""
+    (the runs' :class:`tf_patches.Settings`, or ``apply_all`` keywords checked as ``apply_all``
+    checks them)."""
     from ..repro.command import repro as run_repro
 
     return run_repro(command, runs, **options)
@@ -251,7 +267,8 @@ def child_environment() -> Dict[str, str]:
 def _run_child(spec: Dict[str, Any], out: str, run: int, timeout: float) -> None:
     command = [sys.executable, "-m", "tf_patches.testing.reproduce", json.dumps(spec), out]
     try:
-        proc = subprocess.run(command, env=child_environment(), capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run(command, env={**child_environment(), **spec["environ"]}, capture_output=True,
+                              text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"run {run} of {spec['label']} did not finish in {timeout:g} s") from None
     if proc.returncode != 0:

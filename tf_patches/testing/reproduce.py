@@ -20,13 +20,15 @@ from typing import Any, Dict, Iterator, List, Tuple
 
 from ..core.engine import apply_all, report
 from ..core.fingerprint import fingerprint
+from ..core.settings import Settings
 
 Named = Iterator[Tuple[str, Any]]
 
 
 def main(argv: List[str]) -> int:
     spec, out = json.loads(argv[1]), argv[2]
-    apply_all(**spec["apply"])
+    settings = Settings.from_environ()  # the parent's Settings, as this run's variables (spec["environ"])
+    apply_all(**settings.to_kwargs())
     if spec["kind"] == "function":
         target: Any = importlib.import_module(spec["module"])
         for part in spec["qualname"].split("."):
@@ -43,7 +45,7 @@ def main(argv: List[str]) -> int:
         raise SystemExit(f"{spec['label']} produced nothing to compare: return arrays, tensors or a model, "
                          "or name the files a script writes in outputs")
     row = report()["op_determinism"]
-    if spec["apply"]["deterministic"] and row.status == "failed":  # the runs would prove nothing
+    if settings.deterministic and row.status == "failed":  # the runs would prove nothing
         raise RuntimeError(f"tf-patches could not make this run deterministic: {row.reason}")
     _save(out, arrays)
     with open(fingerprint_path(out), "w", encoding="utf-8") as handle:
