@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import warnings
 
-import tf_patches
 from tf_patches.core.errors import AdvisoryWarning, ConfigWarning, ReproducibilityWarning, TfPatchesWarning
 
 
@@ -30,11 +29,3 @@ def test_only_advisories_of_our_own_warnings_are_hidden():
     for category in (ConfigWarning, ReproducibilityWarning, TfPatchesWarning, UserWarning):
         assert _recorded(category), category
 
-
-def test_an_advisory_asked_for_is_still_seen():
-    """The tests that check an advisory record it with simplefilter("always")."""
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        warnings.warn("checked", AdvisoryWarning)
-    assert [str(w.message) for w in caught] == ["checked"]
-    assert tf_patches.AdvisoryWarning is AdvisoryWarning
