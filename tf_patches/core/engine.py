@@ -3,19 +3,21 @@ once, now if TensorFlow is imported, else from a post-import hook. Every patch f
 
 from __future__ import annotations
 
+import _thread  # not threading: before `import tensorflow`, apply_all() imports next to nothing
 import os
 import sys
-import threading
-import warnings
-from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, Union
 
-from . import registry
-from .context import PatchContext
-from .environment import Environment, complete, detect
-from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
-from .options import Option, resolve, unset, warn_config
-from .registry import PatchSpec
-from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
+from . import importhook
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
+if TYPE_CHECKING:  # typing costs milliseconds to import: the names only for checkers
+    from typing import Any, Dict, List, Mapping, Optional, Set, Tuple, Union
+
+    from .context import PatchContext
+    from .environment import Environment
+    from .options import Option
+    from .registry import PatchSpec
+    from .reporting import Report
 
 ASSUME_VARIABLE = "TF_PATCHES_ASSUME"
 _TF_MODULES = ("tensorflow", "tensorflow_core")  # TF 1.15–2.1 import their code as tensorflow_core
@@ -33,12 +35,45 @@ class _State:
         self.requested = False  # named in only=: strict mode raises if it ends skipped
 
 
-_lock = threading.RLock()
+_lock = _thread.RLock()
 _states: Dict[str, _State] = {}
 _env: Optional[Environment] = None
 _env_injected = False
 _strict = False
 _hook_registered = False
+_loaded = False
+
+
+def _load() -> None:
+    """Every module apply_all() will need, and every class they define, imported in one step under
+    the lock before anything touches TensorFlow: the engine's own, the registry and every patch
+    module (the patches import what their fixes use at their top, never later). A first
+    apply_all() from threads already running TF ops then imports nothing while it patches, nor
+    afterwards: imports and class creation there made a CPython/TensorFlow crash several times
+    likelier (issue 39; tests/test_thread_stress.py). The names are bound here, not at the top of
+    this module, so that apply_all() before `import tensorflow` can wait for it (issue 38)."""
+    global _loaded, warnings, registry, PatchContext, Environment, complete, detect
+    global AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger, resolve, unset, warn_config
+    global ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row, Mapping
+    if _loaded:
+        return
+    with _lock:
+        if _loaded:
+            return
+        import warnings
+        from collections.abc import Mapping
+
+        from . import registry
+        from .context import PatchContext
+        from .environment import Environment, complete, detect
+        from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
+        from .options import resolve, unset, warn_config
+        from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
+
+        from . import sites  # noqa: F401  (core.traps loads it at a trap's first warning)
+
+        registry.all_options()  # every patch module, loaded
+        _loaded = True
 
 
 def _tensorflow_imported() -> bool:
@@ -63,8 +98,17 @@ def apply_all(
     patches not yet applied, and where it asks other options of a patch already applied or
     pending (or excludes one) it warns once and keeps those in force: to change them, call
     :func:`revert_all` first.
+
+    Called without arguments before ``import tensorflow``, with no ``TF_PATCHES_*`` option set, it
+    only arms the import hook and decides when TF starts importing (before TF's code runs), or when
+    the report it returns is first read (see :class:`_Deferred`): the same rows, pending.
     """
     global _env, _env_injected, _strict
+    if (env is None and only is None and exclude is None and strict is None and not patch_options
+            and _deferrable()):
+        return _defer()
+    importhook.run_deferred()  # an apply armed earlier (the bootstrap's, or a call's) comes first
+    _load()
     specs = registry.specs()
     given = dict(only=only, exclude=exclude, strict=strict, **patch_options)
     all_options = registry.all_options()
@@ -103,6 +147,128 @@ def apply_all(
         if problems and _strict:
             raise TfPatchesError("tf-patches (strict): " + "; ".join(problems))
         return _report()
+
+
+def _deferrable() -> bool:
+    """Whether this apply_all() without arguments can wait for `import tensorflow`: TF not imported,
+    nothing decided or waiting yet, and no ``TF_PATCHES_*`` option set (one is read and checked at
+    the call: a bad value warns at the user's line)."""
+    from .option_table import ENV_VARS  # a plain table: the options without the patch modules
+
+    return (_deferred is None and not _states and not importhook.deferred()
+            and not any(name in sys.modules for name in _TF_MODULES)
+            and not any(os.environ.get(name, "").strip() for name in ENV_VARS + (ASSUME_VARIABLE,)))
+
+
+class _Deferred:
+    """An apply_all() without arguments made before `import tensorflow`: it only arms the import
+    hook (≈0.1 % of TF's import time, where deciding every patch costs ≈1.5 %, issue 38). It runs,
+    under the engine's lock, when TF starts importing (before TF's code: what a patch prepares,
+    such as environment variables, is in place in time), or at the first of: a read of the report
+    it returned, ``report()``, ``settings()``, another ``apply_all()``, ``revert_all()`` (which
+    reverts it, as it would have), and ``random.seed()`` (keras_seed watches Python's seeding from
+    apply_all() on). Its report is the one apply_all() would have returned then: rows pending."""
+
+    def __init__(self) -> None:
+        self.result: Optional[Report] = None
+        self._seed: Any = None  # the random.seed stand-in, while it waits
+
+    def run(self) -> None:
+        with _lock:
+            if self.result is not None:
+                return
+            self._restore_seed()
+            try:
+                self.result = apply_all()  # decided now: a second call does not wait (_deferrable)
+            except Exception as exc:  # never break the user's import; the rows say what was decided
+                from .errors import logger
+
+                self.result = _report()
+                logger.warning("tf-patches: apply_all() at `import tensorflow` failed: %s: %s",
+                               type(exc).__name__, exc)
+
+    def report(self) -> Report:
+        if self.result is None:
+            importhook.run_deferred()  # runs self.run, unless something else waits
+            self.run()
+        assert self.result is not None
+        return self.result
+
+    def watch_seed(self) -> None:
+        """Stand in for ``random.seed`` until this runs; once `random` is imported, if not yet."""
+        if "random" in sys.modules:
+            self._stand_in(sys.modules["random"])
+        else:
+            importhook.after_import("random", self._stand_in)
+
+    def _stand_in(self, random: Any) -> None:
+        with _lock:
+            if self.result is not None:
+                return
+            original = random.seed
+
+            def seed(*args: Any, **kwargs: Any) -> Any:
+                self.report()  # applies: keras_seed now watches random.seed
+                return random.seed(*args, **kwargs)
+
+            self._seed = (random, original, seed)
+            random.seed = seed
+
+    def _restore_seed(self) -> None:
+        importhook.cancel("random", self._stand_in)
+        if self._seed is not None:
+            random, original, seed = self._seed
+            if random.seed is seed:
+                random.seed = original
+            self._seed = None
+
+
+class _PendingReport:
+    """What a waiting apply_all() returns: its report, decided when first read."""
+
+    __slots__ = ("_deferred",)
+
+    def __init__(self, deferred: _Deferred) -> None:
+        self._deferred = deferred
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._deferred.report(), name)
+
+    def __iter__(self) -> Any:
+        return iter(self._deferred.report())
+
+    def __len__(self) -> int:
+        return len(self._deferred.report())
+
+    def __getitem__(self, name: str) -> Any:
+        return self._deferred.report()[name]
+
+    def __eq__(self, other: Any) -> bool:
+        return self._deferred.report() == other
+
+    __hash__ = None  # type: ignore[assignment]  # as the frozen dataclass with a mapping field
+
+    def __str__(self) -> str:
+        return str(self._deferred.report())
+
+    def __repr__(self) -> str:
+        return repr(self._deferred.report())
+
+    def __reduce__(self) -> Any:
+        return self._deferred.report().__reduce__()
+
+
+_deferred: Optional[_Deferred] = None
+
+
+def _defer() -> Any:
+    global _deferred
+    with _lock:
+        if _deferred is None:
+            _deferred = _Deferred()
+            _deferred.watch_seed()
+            importhook.defer(_deferred.run, _TF_MODULES)
+        return _PendingReport(_deferred)
 
 
 def _asked(options: Tuple[Option, ...], given: Mapping[str, Any]) -> Set[str]:
@@ -239,24 +405,21 @@ def _register_hook() -> None:
     _hook_registered = True
 
 
-def _run_deferred_bootstrap() -> None:
-    """Under the auto-apply bootstrap, which waits for `import tensorflow`: apply now, so that
-    what the caller reads is what the bootstrap would have done. (Imported only where it armed.)"""
-    bootstrap = sys.modules.get("tf_patches.autoapply.bootstrap")
-    if bootstrap is not None:
-        bootstrap.run_deferred()
-
-
-def _disarm_bootstrap() -> None:
-    bootstrap = sys.modules.get("tf_patches.autoapply.bootstrap")
-    if bootstrap is not None:
-        bootstrap.disarm()
+def _run_deferred() -> None:
+    """What waits for `import tensorflow` (an apply_all() of the auto-apply bootstrap's, or one made
+    before TF was imported), run now: what the caller reads is what that apply would have done.
+    The bootstrap registered it with core.importhook: core names no tool."""
+    importhook.run_deferred()
+    _load()
 
 
 def revert_all() -> Report:
     """Undo every patch: originals restored (the same objects), environment variables reset.
     Under the auto-apply bootstrap, patches it had not applied yet no longer will be."""
-    _disarm_bootstrap()
+    if _deferred is not None:
+        _deferred.run()  # an apply_all() of this program's own: applied, then reverted, as called
+    importhook.disarm()
+    _load()
     with _lock:
         for spec in reversed(registry.specs()):
             state = _states.get(spec.name)
@@ -276,7 +439,7 @@ def settings() -> Optional[Dict[str, Any]]:
 
     Built-in patches only: a patch added with ``register()`` is unknown elsewhere.
     """
-    _run_deferred_bootstrap()
+    _run_deferred()
     with _lock:
         active = {}
         for spec in registry.specs():
@@ -298,7 +461,7 @@ def settings() -> Optional[Dict[str, Any]]:
 def report() -> Report:
     """The state of every registered patch now, with the environment it was decided on and the
     fingerprint read now."""
-    _run_deferred_bootstrap()
+    _run_deferred()
     result = _report()
     result.fingerprint  # read now, outside the lock (it reads TF and files): a snapshot
     return result
@@ -306,6 +469,7 @@ def report() -> Report:
 
 def _report() -> Report:
     """The rows now; the fingerprint is read when first asked (apply_all() does not pay for it)."""
+    _load()
     with _lock:
         rows = []
         for spec in registry.specs():
@@ -323,6 +487,7 @@ def _fingerprint(env: Optional[Environment]) -> Dict[str, Any]:
 
 
 def environment_argument(env: Any) -> Optional[Environment]:
+    _load()
     if env is None or isinstance(env, Environment):
         return env
     if isinstance(env, Mapping):
@@ -331,6 +496,7 @@ def environment_argument(env: Any) -> Optional[Environment]:
 
 
 def _assumed_or_detected() -> Environment:
+    _load()
     path = os.environ.get(ASSUME_VARIABLE)
     if not unset(path):
         try:

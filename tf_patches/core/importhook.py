@@ -127,6 +127,48 @@ def when_loaded(names: "Iterable[str]", hook: "Callable[[ModuleType], None]", wh
     return after_first_import(names, logged)
 
 
+# One apply_all() waiting for `import tensorflow`: the auto-apply bootstrap's, or a call made before
+# TF was imported (core.engine). It is kept here, not by its owner, so that the engine runs it
+# before reading its own state without naming the tool that armed it (issue 38).
+_waiting: "Optional[Callable[[], None]]" = None
+_running = 0  # deferred applies running now (the apply_all() inside one must not wait again)
+
+
+def defer(apply: "Callable[[], None]", triggers: "Iterable[str]") -> None:
+    """Run ``apply()`` once: when the first of ``triggers`` starts importing (before its code runs),
+    or at :func:`run_deferred`, whichever comes first. A later ``defer`` replaces what waits."""
+    global _waiting
+    with _lock:
+        _waiting = apply
+    before_import(triggers, run_deferred)
+
+
+def run_deferred() -> None:
+    """Run now what waits (nothing if it ran already or was disarmed)."""
+    global _waiting, _running
+    with _lock:
+        apply, _waiting = _waiting, None
+        _running += apply is not None
+    if apply is not None:
+        try:
+            apply()
+        finally:
+            with _lock:
+                _running -= 1
+
+
+def disarm() -> None:
+    """Forget what waits (``revert_all()`` before TensorFlow was imported)."""
+    global _waiting
+    with _lock:
+        _waiting = None
+
+
+def deferred() -> bool:
+    """Whether an apply waits, or runs now."""
+    return _waiting is not None or _running > 0
+
+
 def cancel(name: str, hook: "Callable[..., Any]") -> None:
     """Forget a hook not yet run (wrapt cannot)."""
     with _lock:

@@ -44,6 +44,7 @@ stream rather than restarting it); two iterators of one dataset alive at once sh
 
 from __future__ import annotations
 
+import hashlib  # at the top, as every import: none happens after apply_all() loads (issue 39)
 import sys
 import threading
 import weakref
@@ -145,8 +146,6 @@ def _made_by_keras(frame: Any) -> Optional[str]:
 def _iteration_key(seed: int, seed2: int, iteration: int) -> int:
     """Iteration ``iteration``'s Philox key: from the op's seeds and the iteration only (the same
     in every process and Python: BLAKE2b of their decimal text), 63 bits (an int64 state word)."""
-    import hashlib  # here: apply_all() before `import tensorflow` need not pay its 2 ms
-
     digest = hashlib.blake2b(f"{seed}:{seed2}:{iteration}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") >> 1
 

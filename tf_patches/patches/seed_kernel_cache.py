@@ -24,6 +24,8 @@ from ``tensorflow/core/ops/random_ops.cc`` and ``stateless_random_ops_v2.cc``.
 
 from __future__ import annotations
 
+import hashlib  # at the top, as every import: none happens after apply_all() loads (issue 39)
+import inspect
 import threading
 from array import array
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -439,8 +441,6 @@ class _KindSeeds:
 def _derive(op: str, key: tuple) -> int:
     """A 31-bit seed2 from the kind's description: the same in every process and on every
     Python (repr of ints, strings and dtype names; never ids or Python's salted hash)."""
-    import hashlib  # here: apply_all() before `import tensorflow` need not pay its 2 ms
-
     digest = hashlib.blake2b(repr((op, key)).encode(), digest_size=8).digest()
     return int.from_bytes(digest, "little") % (_MAXINT31 - 1) + 1  # never 0: (0, 0) means "unseeded"
 
@@ -459,8 +459,6 @@ def _twinless_wrapper(original: Callable, router: _Router, seeds: _KindSeeds, pa
 
 def _kind_seeds(op: str, original: Callable) -> _KindSeeds:
     """The _KindSeeds of ``op``: its wrapper's parameter names and which are attributes (op def)."""
-    import inspect
-
     parameters = tuple(inspect.signature(original, follow_wrapped=False).parameters)
     try:
         op_def = tf_module("python.framework.op_def_registry").get(op)

@@ -15,14 +15,13 @@ imports TensorFlow never loads the registry, ``packaging`` or the version detect
 
 import os
 import sys
-import _thread  # not threading or typing: each costs a millisecond or more at start-up
 # No `from __future__ import annotations` either (it imports the __future__ module, which plain
 # Python does not): annotations are strings instead. tests/test_wheel.py checks the module set.
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
 
 if TYPE_CHECKING:  # typing's names only for checkers: importing them costs start-up time
-    from typing import Callable, Optional
+    from typing import Callable
 
 DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 AUTO_VARIABLE = "TF_PATCHES_AUTO"
@@ -33,9 +32,6 @@ TORCH_TRIGGER = "torch"
 DETERMINISTIC_VARIABLE = "TF_PATCHES_DETERMINISTIC"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
-
-_lock = _thread.allocate_lock()
-_deferred: "Optional[Callable[[], None]]" = None
 
 
 def activate_from_environment() -> None:
@@ -56,16 +52,15 @@ def activate_from_environment() -> None:
 
 
 def defer(apply: "Callable[[], None]") -> None:
-    """Run ``apply()`` once: when a trigger starts importing, or from :func:`run_deferred`."""
-    global _deferred
+    """Run ``apply()`` once: when a trigger starts importing, or when the engine first reads its
+    state (``report()``, ``settings()``, ``apply_all()``, ``revert_all()`` disarms it): registered
+    with ``core.importhook``, which the engine asks, so core never names this tool."""
     from ...core import importhook
 
     triggers = TRIGGERS
     if os.environ.get(DETERMINISTIC_VARIABLE, "").strip().lower() in _TRUE:
         triggers += (TORCH_TRIGGER,)
-    with _lock:
-        _deferred = apply
-    importhook.before_import(triggers, run_deferred)
+    importhook.defer(apply, triggers)
 
 
 def arm() -> None:
@@ -79,15 +74,13 @@ def arm() -> None:
 
 def run_deferred() -> None:
     """Apply now what the bootstrap deferred (nothing if it ran already or was disarmed)."""
-    global _deferred
-    with _lock:
-        apply, _deferred = _deferred, None
-    if apply is not None:
-        apply()
+    from ...core import importhook
+
+    importhook.run_deferred()
 
 
 def disarm() -> None:
     """Forget the deferred apply (``revert_all()`` before TensorFlow was imported)."""
-    global _deferred
-    with _lock:
-        _deferred = None
+    from ...core import importhook
+
+    importhook.disarm()
