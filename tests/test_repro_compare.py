@@ -207,6 +207,58 @@ def test_masks_run_only_on_lines_that_differ(monkeypatch: pytest.MonkeyPatch) ->
     assert calls == ["line 999 took 1 s", "line 999 took 2 s"]
 
 
+# A printed array: 10 KB of words, so a line holding it is masked only around where it differs.
+LONG = " ".join(f"{index / 7:.4f}" for index in range(1500))
+LONG_PAIRS = TIMING_LINES + [
+    ("result: 11.1 min", "result: 22.2 min"), ("epoch 1 took 11.1 min, 10 errors", "epoch 1 took 22.2 min, 11 errors"),
+    ("pid 2 ready", "pid 3 ready"), ("[2] INFO started", "[3] INFO started"), ("misclassified: 2 of 10", "misclassified: 3 of 10"),
+    ("at 2026-11-27 10:00:01", "at 2026-11-27 10:00:02"), ("at 20261127-161203", "at 20261127-161204"),
+    (f"at {NOW - 1:.3f} s", f"at {NOW - 2:.3f} s"), ("loss 0.1234", "loss 0.1235"), ("I1127 16:12:03.123456  1402 a.cc:12] up",
+                                                                              "I1127 16:12:04.654321  1403 a.cc:12] up")]
+
+
+@pytest.mark.parametrize("where", ["start", "middle", "end"])
+def test_a_long_line_is_masked_around_its_difference_as_it_is_masked_whole(where: str) -> None:
+    masker = Masker(pids=(2, 3), window=WINDOW)
+    placed = {"start": "{} " + LONG, "middle": LONG + " {} " + LONG, "end": LONG + " {}"}[where]
+    for a, b in LONG_PAIRS:
+        long_a, long_b = placed.format(a), placed.format(b)
+        assert len(long_a) > masking.LONG_LINE
+        whole = masker.mask(long_a) == masker.mask(long_b)
+        assert (masking.masked_equal(long_a, long_b, masker) is not None) == whole, (where, a, b)
+    # Timing is judged on the whole line: a "took" 10 KB before the duration still makes it one.
+    assert masking.masked_equal("took " + LONG + " 1.2 s", "took " + LONG + " 1.3 s", masker) == ("duration",)
+    assert masking.masked_equal("wait " + LONG + " 1.2 s", "wait " + LONG + " 1.3 s", masker) is None
+
+
+def test_outputs_are_compared_from_their_first_differing_character_as_line_by_line() -> None:
+    masker = Masker(pids=(4, 5))
+    head = "same line\n" * 1000 + "abc\rxyz\n"
+    first = head + "abc\rxyz\nepoch 1 took 3 s\npid 4 up\nabc\rxy\nresult 11.1 min\nsame\n"
+    other = head + "abd\rxyz\nepoch 1 took 9 s\npid 5 up\nabd\rxy\nresult 22.2 min\nsame\n"
+    found, masked = masking.compare_texts(first, other, masker)
+    lines_first, lines_other = final_lines(first), final_lines(other)
+    assert found == first_difference(lines_first, lines_other, masker) and found is not None and found.line == 1005
+    assert masked == masked_lines(lines_first[:found.line - 1], lines_other[:found.line - 1], masker)
+    assert [line.line for line in masked] == [1003, 1004]
+    assert masking.compare_texts(first, first, masker) == (None, [])
+    assert masking.line_count(first) == len(lines_first) and masking.line_count("a") == 1 == len(final_lines("a"))
+
+
+def test_files_are_compared_to_their_first_differing_byte(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 9000  # over two of the chunks they are read in
+    changed = bytearray(data)
+    changed[2_000_003] ^= 1
+    for name, content in (("a", data), ("b", bytes(changed)), ("c", data + b"!")):
+        (tmp_path / name).write_bytes(content)
+    found = datafiles.compare("out", str(tmp_path / "a"), str(tmp_path / "b"), 2)
+    assert found is not None and found.index == (2_000_003,)
+    assert (found.first, found.other) == (repr(data[2_000_003:2_000_019]), repr(bytes(changed[2_000_003:2_000_019])))
+    longer = datafiles.compare("out", str(tmp_path / "a"), str(tmp_path / "c"), 2)
+    assert longer is not None and longer.index == (len(data),) and longer.other == "b'!'"
+    assert datafiles.compare("out", str(tmp_path / "a"), str(tmp_path / "a"), 2) is None
+
+
 # -- standard input -----------------------------------------------------------------------------
 def test_stdin_from_a_file_is_read_once_for_every_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)

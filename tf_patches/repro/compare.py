@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
-from . import datafiles, masking
-from .masking import Masker, final_lines, first_difference, quoted
+from . import datafiles
+from .masking import Masker, compare_texts, line_count, quoted
 from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, MaskedLine
 from .runner import Run
 
@@ -51,7 +51,7 @@ def compare(runs: Sequence[Run], compare_paths: Sequence[str], masker: Masker, c
     streams: List[Tuple[str, Callable[[Run], str]]] = [("stdout", lambda run: run.stdout)]
     if compare_stderr:
         streams.append(("stderr", lambda run: run.stderr))
-    lines = {name: final_lines(read(first)) for name, read in streams}
+    texts = {name: read(first) for name, read in streams}
     unwritten = [path for path in compare_paths if all(run.files.get(path) is None for run in runs)]
     for run in runs[1:]:
         if run.status != first.status:
@@ -61,9 +61,9 @@ def compare(runs: Sequence[Run], compare_paths: Sequence[str], masker: Masker, c
                                        "values": [first.status, run.status]}
             return result
         for name, read in streams:
-            theirs = final_lines(read(run))
-            found = first_difference(lines[name], theirs, masker)
-            _masked(result, name, run.number, lines[name], theirs, masker, upto=found.line if found else None)
+            found, masked = compare_texts(texts[name], read(run), masker, _MAX_MASKED - len(result.masked))
+            result.masked += [MaskedLine(name, line.line, run.number, (line.first, line.other), tuple(line.masks))
+                              for line in masked]
             if found is not None:
                 result.verdict = NOT_REPEATABLE
                 which = f" of run {run.number}" if run.number != 2 else ""
@@ -91,9 +91,9 @@ def compare(runs: Sequence[Run], compare_paths: Sequence[str], masker: Masker, c
                           f"(the {len(runs)} runs' other outputs are identical)")
         return result
     result.verdict = REPEATABLE
-    counted = [f"stdout {_count(len(lines['stdout']), 'line')}"]
+    counted = [f"stdout {_count(line_count(texts['stdout']), 'line')}"]
     if compare_stderr:
-        counted.append(f"stderr {_count(len(lines['stderr']), 'line')}")
+        counted.append(f"stderr {_count(line_count(texts['stderr']), 'line')}")
     if compare_paths:
         counted.append(_count(len(compare_paths), "file"))
     result.summary = f"{len(runs)} runs identical ({', '.join(counted)})"
@@ -113,18 +113,6 @@ def _unusable(runs: Sequence[Run]) -> str:
         return (f"only {len(runs)} run finished (the series was stopped): one run is no comparison"
                 if runs else "no run finished")
     return ""
-
-
-def _masked(result: Comparison, stream: str, run: int, first: Sequence[str], other: Sequence[str],
-            masker: Masker, upto: Optional[int]) -> None:
-    """The lines before ``upto`` (the first real difference) that differed only until masked."""
-    if len(result.masked) >= _MAX_MASKED:
-        return
-    limit = (upto - 1) if upto else min(len(first), len(other))
-    for found in masking.masked_lines(first[:limit], other[:limit], masker):
-        result.masked.append(MaskedLine(stream, found.line, run, (found.first, found.other), tuple(found.masks)))
-        if len(result.masked) >= _MAX_MASKED:
-            return
 
 
 def _count(number: int, noun: str) -> str:

@@ -19,8 +19,9 @@ Masks must not lie in either direction, so each is as narrow as the evidence all
 - temporary paths: the random folder (``tmpab12cd34``, ``pytest-3``, a ``mkdtemp`` name), never
   the file name after it.
 
-Lines are compared as given first; masks run only on lines that differ (they cost a dozen
-regular expressions per line).
+Outputs are compared as given first (:func:`compare_texts`): only from the first differing
+character on are lines rendered, and masks (a dozen regular expressions) run only on lines that
+differ, on a long line only around where it differs (:func:`masked_equal`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ import json
 import re
 import tempfile
 from dataclasses import dataclass
-from typing import Callable, Iterable, List, Match, Optional, Pattern, Sequence, Tuple
+from typing import Any, Callable, Iterable, List, Match, Optional, Pattern, Sequence, Tuple
 
 # The masks' names, as the report lists them under "masked".
 TIME, DATE, DURATION, RATE, PID, ADDRESS, UUID, TEMPORARY_PATH, IGNORED = (
@@ -123,33 +124,44 @@ class Masker:
     def mask(self, line: str) -> str:
         return self.explain(line)[0]
 
-    def explain(self, line: str) -> Tuple[str, Tuple[str, ...]]:
-        """The masked line, and the names of the masks that changed it (in the order applied)."""
+    def explain(self, line: str, timing: Optional[bool] = None) -> Tuple[str, Tuple[str, ...]]:
+        """The masked line, and the names of the masks that changed it (in the order applied).
+        ``timing``: whether the whole line is about timing, where ``line`` is a piece of it."""
+        printed = line
         names: List[str] = []
-
-        def apply(name: str, change: Callable[[str], str]) -> None:
-            nonlocal line
+        for name, change, timing_only in _steps(self.ignore, self.window, tuple(sorted(set(self.pids)))):
+            if timing_only:  # judged on the line as printed (a slow search: made only where a
+                if _DURATION.search(line) is None:  # duration stands)
+                    continue
+                if timing is None:
+                    timing = _TIMING_LINE.search(printed) is not None
+                if not timing:
+                    continue
             changed = change(line)
             if changed != line:
                 line = changed
                 if name not in names:
                     names.append(name)
-
-        timing = _TIMING_LINE.search(line) is not None  # judged on the line as printed
-        for pattern in self.ignore:
-            apply(IGNORED, functools.partial(pattern.sub, "<IGNORED>"))
-        apply(_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement))
-        apply(TEMPORARY_PATH, _temporary_paths)
-        apply(TIME, _compact_times)
-        if self.window is not None:
-            apply(TIME, functools.partial(_epoch_times, self.window))
-        for mask in _ALWAYS:
-            apply(mask.name, functools.partial(mask.pattern.sub, mask.replacement))
-        if timing:
-            apply(DURATION, functools.partial(_DURATION.sub, "<DURATION>"))
-        if self.pids:
-            apply(PID, functools.partial(_run_pids, tuple(sorted(set(self.pids)))))
         return line, tuple(names)
+
+
+@functools.lru_cache(maxsize=16)  # per comparison, not per line
+def _steps(ignore: Tuple[Pattern[str], ...], window: Optional[Tuple[float, float]],
+           pids: Tuple[int, ...]) -> Tuple[Tuple[str, Callable[[str], str], bool], ...]:
+    """The masks in the order they apply: each one's name, what it does, whether only on a
+    timing line."""
+    steps: List[Tuple[str, Callable[[str], str]]] = [
+        *((IGNORED, functools.partial(pattern.sub, "<IGNORED>")) for pattern in ignore),
+        (_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement)),
+        (TEMPORARY_PATH, _temporary_paths), (TIME, _compact_times)]
+    if window is not None:
+        steps.append((TIME, functools.partial(_epoch_times, window)))
+    steps += [(mask.name, functools.partial(mask.pattern.sub, mask.replacement)) for mask in _ALWAYS]
+    timed = (DURATION, functools.partial(_DURATION.sub, "<DURATION>"))
+    steps.append(timed)
+    if pids:
+        steps.append((PID, functools.partial(_run_pids, pids)))
+    return tuple((*step, step is timed) for step in steps)
 
 
 @dataclass(frozen=True)
@@ -171,13 +183,127 @@ def masked_lines(first: Sequence[str], other: Sequence[str], masker: Masker,
     for index, (a, b) in enumerate(zip(first, other)):
         if a == b:
             continue
-        masked_a, names_a = masker.explain(a)
-        masked_b, names_b = masker.explain(b)
-        if masked_a == masked_b:
-            found.append(MaskedLine(index + 1, a, b, tuple(dict.fromkeys(names_a + names_b))))
+        names = masked_equal(a, b, masker)
+        if names is not None:
+            found.append(MaskedLine(index + 1, a, b, names))
             if limit is not None and len(found) >= limit:
                 break
     return found
+
+
+def masked_equal(a: str, b: str, masker: Masker) -> Optional[Tuple[str, ...]]:
+    """Whether two differing lines are equal once masked: the masks that made them so, or None.
+    A long line is masked only around where it differs (:func:`_windows`)."""
+    if len(a) + len(b) <= 2 * LONG_LINE:
+        masked_a, names_a = masker.explain(a)
+        masked_b, names_b = masker.explain(b)
+        return tuple(dict.fromkeys(names_a + names_b)) if masked_a == masked_b else None
+    start, end_a, end_b = _windows(a, b)
+    window_a, window_b = a[start:end_a], b[start:end_b]
+    # Durations are masked only on a timing line, which is judged on the whole line: a search of
+    # seconds on 10 MB, done only where the windows differ without that mask (equal strings stay
+    # equal) and hold a duration it could mask.
+    masked_a, names_a = masker.explain(window_a, timing=False)
+    masked_b, names_b = masker.explain(window_b, timing=False)
+    if masked_a != masked_b and (_DURATION.search(window_a) or _DURATION.search(window_b)):
+        around = _TIMING_LINE.search(a, 0, start) is not None or _TIMING_LINE.search(a, end_a) is not None
+        masked_a, names_a = masker.explain(window_a, timing=around or _TIMING_LINE.search(window_a) is not None)
+        masked_b, names_b = masker.explain(window_b, timing=around or _TIMING_LINE.search(window_b) is not None)
+    if masked_a != masked_b:
+        return None
+    return tuple(dict.fromkeys(names_a + names_b))
+
+
+LONG_LINE = 4096  # longer lines are masked only around where they differ
+CONTEXT_WORDS = 8  # blank-separated words kept either side of that: more than any mask spans
+
+
+def _windows(a: str, b: str) -> Tuple[int, int, int]:
+    """Where two lines that share a beginning and an end differ, widened by ``CONTEXT_WORDS``
+    words either side, cut only at a blank: ``a[start:end_a]`` and ``b[start:end_b]``. The
+    window starts at a blank (so ``^`` and look-behinds see no false line start) and outside it the
+    lines are the same text, which every mask changes alike. Masks match within a few words, so
+    one that touches the difference lies inside the window. (A log prefix ``[PID:name with many
+    words]`` wider than that would not: it is masked on short lines only.)"""
+    head = common_prefix(a, b)
+    tail = common_suffix(a, b, min(len(a), len(b)) - head)
+    start = head
+    for _ in range(CONTEXT_WORDS):
+        start = max(a.rfind(" ", 0, start), a.rfind("\t", 0, start))
+        if start <= 0:
+            start = 0
+            break
+    end = len(a) - tail  # in a; the same place counted from the end in b
+    for _ in range(CONTEXT_WORDS):
+        found = [at for at in (a.find(" ", end + 1), a.find("\t", end + 1)) if at >= 0]
+        if not found:
+            end = len(a)
+            break
+        end = min(found)
+    return start, end, len(b) - (len(a) - end)
+
+
+def common_prefix(a: Any, b: Any) -> int:
+    """How many first characters (or bytes) ``a`` and ``b`` share: slices compared by halves (the
+    comparisons run in C: a 100 MB string in well under a second, where a loop took a minute)."""
+    low, high = 0, min(len(a), len(b))
+    if a[:high] == b[:high]:
+        return high
+    while high - low > 1:  # a[:low] == b[:low]; a[low:high] != b[low:high]
+        middle = (low + high) // 2
+        if a[low:middle] == b[low:middle]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def common_suffix(a: Any, b: Any, limit: int) -> int:
+    """How many last characters ``a`` and ``b`` share, at most ``limit``."""
+    low, high = 0, limit
+    if high == 0 or a[len(a) - high:] == b[len(b) - high:]:
+        return high
+    while high - low > 1:  # the last low equal; the last high not
+        middle = (low + high) // 2
+        if a[len(a) - middle:len(a) - low] == b[len(b) - middle:len(b) - low]:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def compare_texts(first: str, other: str, masker: Masker, limit: int = 50
+                  ) -> Tuple[Optional["LineDifference"], List[MaskedLine]]:
+    """Two runs' output compared as :func:`first_difference` and :func:`masked_lines` compare
+    their :func:`final_lines`, without rendering or masking what is the same: the lines before the
+    first differing character are equal as printed (none is masked); from there a line is rendered
+    only where its characters differ, and masked only where it differs as rendered. The first
+    difference, and the masked lines before it (at most ``limit``)."""
+    if first == other:
+        return None, []
+    start = first.rfind("\n", 0, common_prefix(first, other)) + 1  # the line holding the first difference
+    offset = first.count("\n", 0, start)
+    ours, theirs = _raw_lines(first[start:]), _raw_lines(other[start:])
+    masked: List[MaskedLine] = []
+    for index in range(max(len(ours), len(theirs))):
+        a = ours[index] if index < len(ours) else None
+        b = theirs[index] if index < len(theirs) else None
+        if a == b:
+            continue
+        a, b = (None if a is None else _rendered(a)), (None if b is None else _rendered(b))
+        if a == b:
+            continue
+        names = masked_equal(a, b, masker) if a is not None and b is not None else None
+        if names is None:
+            return LineDifference(offset + index + 1, a, b), masked
+        if len(masked) < limit:
+            masked.append(MaskedLine(offset + index + 1, a, b, names))
+    return None, masked
+
+
+def line_count(text: str) -> int:
+    """``len(final_lines(text))``, without rendering."""
+    return text.count("\n") + (0 if _rendered(text[text.rfind("\n") + 1:]) == "" else 1)
 
 
 def compile_ignores(patterns: Iterable[str]) -> Tuple[Pattern[str], ...]:
@@ -195,9 +321,14 @@ def final_lines(text: str) -> List[str]:
     """Each line as a terminal leaves it: ``\\r`` returns the cursor to the line's start and
     backspace moves it one left, and what follows overwrites what was there (``"abcdef\\rxy"``
     shows ``"xycdef"``); colours dropped, ``ESC[K`` erases, trailing blanks stripped."""
-    lines = [_rendered(line) for line in text.split("\n")]
-    if lines and lines[-1] == "":
-        lines.pop()  # the newline that ends the last line
+    return [_rendered(line) for line in _raw_lines(text)]
+
+
+def _raw_lines(text: str) -> List[str]:
+    """The lines of ``text`` as printed, before rendering: one for each of :func:`final_lines`."""
+    lines = text.split("\n")
+    if lines and _rendered(lines[-1]) == "":
+        lines.pop()  # the newline that ends the last line (or a last line that shows nothing)
     return lines
 
 
@@ -269,7 +400,7 @@ def first_difference(first: Sequence[str], other: Sequence[str], masker: Masker)
         b = other[index] if index < len(other) else None
         if a == b:
             continue  # equal as printed: no mask needed
-        if a is None or b is None or masker.mask(a) != masker.mask(b):
+        if a is None or b is None or masked_equal(a, b, masker) is None:
             return LineDifference(index + 1, a, b)
     return None
 

@@ -22,7 +22,7 @@ from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Union
 from ..autoapply import run as autoapply
 from ..isolation import processes
 from . import datafiles, evidence
-from .masking import final_lines
+from .masking import line_count
 
 EXIT_TIMED_OUT = 124  # as `timeout` says it
 
@@ -68,7 +68,7 @@ class Run:
                 "signal": processes.signal_name(-self.returncode) if (self.returncode or 0) < 0 else None,
                 "timed_out": self.timed_out, "seconds": round(self.seconds, 3),
                 "started_at": round(self.started_at, 3), "ended_at": round(self.ended_at, 3),
-                "stdout_lines": len(final_lines(self.stdout)), "processes": len(self.processes),
+                "stdout_lines": line_count(self.stdout), "processes": len(self.processes),
                 "trap_events": len(self.events), "notes": list(self.notes)}
 
 
