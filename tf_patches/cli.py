@@ -106,11 +106,15 @@ def main(argv: Optional[List[str]] = None) -> int:
         help="do not import TensorFlow: show what is decided from package metadata alone (pending rows)",
     )
     report.set_defaults(run=_report)
+    # Only the command given gets its flags: `run`'s name every patch option, which loads the patch
+    # modules; `tf-patches --help` lists the commands without them (issue 38).
+    given = next((arg for arg in (sys.argv[1:] if argv is None else argv) if not arg.startswith("-")), None)
     for name, module_name in COMMANDS.items():
         module = importlib.import_module(module_name)
         sub = commands.add_parser(name, help=module.HELP, description=_sentence(module.HELP),
                                   epilog=EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(sub)
+        if name == given:
+            module.add_arguments(sub)
         sub.set_defaults(run=module.run)
     args = parser.parse_args(argv)
     return args.run(args)
