@@ -141,6 +141,40 @@ def test_differences_name_each_field_and_refuse_non_fingerprints():
         differences(a, None)
 
 
+def test_a_fifo_where_cpuinfo_stands_is_no_hang(monkeypatch, tmp_path):
+    """Issue 39: /proc/cpuinfo was opened with a plain open(): a FIFO there hung report()."""
+    import threading
+
+    fifo = tmp_path / "cpuinfo"
+    os.mkfifo(fifo)
+    monkeypatch.setattr(fp_module, "CPUINFO", str(fifo))
+    monkeypatch.setattr(fp_module, "_static", {})  # not the CPU read once already
+    read = []
+    reader = threading.Thread(target=lambda: read.append(fingerprint()), daemon=True)
+    reader.start()
+    reader.join(20)
+    blocked = reader.is_alive()
+    if blocked:  # release the open() that waits for a writer, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert not blocked, "fingerprint() blocked on a FIFO"
+    assert read[0]["cpu_isa"] == "unknown (no /proc/cpuinfo)"
+
+
+def test_long_variable_values_are_bounded_and_still_told_apart(monkeypatch):
+    """Issue 39: a 100,000-character TF_ENABLE_ONEDNN_OPTS appeared twice, whole, in str(report())."""
+    from tf_patches.core.reporting import Report
+
+    prints = []
+    for end in "ab":
+        monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "x" * 99_999 + end)
+        prints.append(fingerprint())
+    text = str(Report((), None, lambda: prints[0]))
+    assert "x" * 1000 not in text and len(text) < 5000
+    assert "100,000 characters" in prints[0]["variables"]["TF_ENABLE_ONEDNN_OPTS"]
+    assert "variables.TF_ENABLE_ONEDNN_OPTS" in [name for name, _, _ in differences(*prints)]
+
+
 def test_fingerprint_never_raises_and_says_what_it_could_not_read(monkeypatch):
     monkeypatch.setattr(fp_module, "_FIELDS", fp_module._FIELDS + (("broken", lambda env, tf: 1 / 0),))
     result = fingerprint()

@@ -29,6 +29,7 @@ from .versions import parse_version
 NOT_IMPORTED = "not imported"
 NOT_INSTALLED = "not installed"
 ONEDNN_VARIABLE = "TF_ENABLE_ONEDNN_OPTS"
+CPUINFO = "/proc/cpuinfo"
 # The CPU features for which TF turns oneDNN on by default on Linux (tensorflow/core/util/port.cc,
 # DefaultOneDnnPolicy / IsMklEnabled, TF >= 2.9), as /proc/cpuinfo spells them.
 ONEDNN_DEFAULT_FLAGS = ("avx512_vnni", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
@@ -167,7 +168,7 @@ def _onednn_policy(env: Environment) -> Tuple[bool, str]:
         return False, f"{ONEDNN_VARIABLE}={raw}"
     if value in ("1", "true"):
         return True, f"{ONEDNN_VARIABLE}={raw}"
-    return default, f"{ONEDNN_VARIABLE}={raw!r} is not 0, 1, true or false: TF ignores it; {why}"
+    return default, f"{ONEDNN_VARIABLE}={bounded(raw)!r} is not 0, 1, true or false: TF ignores it; {why}"
 
 
 def _onednn_default(env: Environment) -> Tuple[bool, str]:
@@ -272,7 +273,22 @@ def _tf_global_seed(env: Environment, tf: Any) -> Any:
 
 
 def _variables(env: Environment, tf: Any) -> Dict[str, str]:
-    return {name: os.environ[name] for name in VARIABLES if name in os.environ}
+    return {name: bounded(os.environ[name]) for name in VARIABLES if name in os.environ}
+
+
+_MAX_VALUE = 200  # characters of a variable's value kept whole
+
+
+def bounded(value: str) -> str:
+    """A variable's value as the fingerprint keeps it: whole up to ``_MAX_VALUE`` characters, else
+    its start, its length and a digest (a value can be of any size; two long values that differ
+    must still differ when fingerprints are compared)."""
+    if len(value) <= _MAX_VALUE:
+        return value
+    import hashlib
+
+    digest = hashlib.blake2b(value.encode("utf-8", "surrogateescape"), digest_size=8).hexdigest()
+    return f"{value[:100]}… ({len(value):,} characters, blake2b {digest})"
 
 
 _FIELDS: Tuple[Tuple[str, Callable[[Environment, Any], Any]], ...] = (
@@ -329,10 +345,11 @@ def _cpu() -> Dict[str, Any]:
     if "cpu" not in _static:
         # platform.processor() would run `uname -p` (≈10 ms): the machine name is the fallback.
         info: Dict[str, Any] = {"model": platform.machine() or "unknown", "flags": None, "part": None}
-        try:
-            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-                text = handle.read(1 << 20)
-        except OSError:
+        from .files import read_regular_file
+
+        try:  # non-blocking, bounded: a FIFO or a device mounted there must not hang report()
+            text = read_regular_file(CPUINFO, 1 << 20, whole=False).decode("utf-8", "replace")
+        except (OSError, ValueError):
             text = ""
         for line in text.splitlines():
             key, _, value = line.partition(":")

@@ -12,8 +12,10 @@ process's report says where its seed came from.
 
 The marker is parsed strictly (ASCII digits, a length cap): a malformed one is ignored with one
 ``ConfigWarning``, never a failed patch. It is trusted only where the pid it names is this
-process's parent or an ancestor (a shell or a fork server between them); one that leaked into
-an image or a CI step, naming some other process, is ignored.
+process's parent or an ancestor (a shell or a fork server between them), never PID 1; one that
+leaked into an image or a CI step, naming some other process, is ignored. A fan-out's
+``TF_PATCHES_SEED_ORIGIN`` names the process that set it, and is checked the same way (this
+process or an ancestor), so a leaked one cannot override a seed asked for.
 """
 
 from __future__ import annotations
@@ -108,7 +110,8 @@ def _whole(value: object, problem: str) -> int:
 def item_variables(seed: int, caller: str, index: int) -> Dict[str, str]:
     """The variables that give item ``index`` of a fan-out its own seed, and say where it came from."""
     assignment = item_assignment(seed, caller, index)
-    return {"TF_PATCHES_SEED": str(assignment.seed), ORIGIN_VARIABLE: f"{assignment.seed}:{assignment.origin}"}
+    return {"TF_PATCHES_SEED": str(assignment.seed),
+            ORIGIN_VARIABLE: f"{os.getpid()}:{assignment.seed}:{assignment.origin}"}
 
 
 def item_assignment(seed: int, caller: str, index: int) -> Assignment:
@@ -129,15 +132,19 @@ def item_settings(settings: Dict[str, object], caller: str, index: int) -> Tuple
 
 def assigned() -> Optional[Assignment]:
     """The seed a fan-out gave this process and how it was derived (read from its variable once,
-    ``<seed>:<origin>``, then kept), or None. A malformed variable is ignored with a warning."""
+    ``<pid>:<seed>:<origin>``, then kept), or None. A malformed variable is ignored with a
+    warning; one set by a process that is neither this one nor an ancestor (leaked into an image,
+    a CI step, a shell) is ignored, as a foreign ``TF_PATCHES_SEEDED_BY`` is: it must not override
+    the seed this process asks for."""
     global _assigned
     text = os.environ.pop(ORIGIN_VARIABLE, None)
     if text is not None and text.strip():
-        seed, _, origin = text.partition(":")
-        value = _decimal(seed)
-        if value is None or value > MAX_SEED or not origin.strip():
-            _ignore(ORIGIN_VARIABLE, text, "expected <seed>:<how it was derived>")
-        else:
+        pid, _, rest = text.partition(":")
+        seed, _, origin = rest.partition(":")
+        pid_value, value = _decimal(pid), _decimal(seed)
+        if pid_value is None or value is None or value > MAX_SEED or not origin.strip():
+            _ignore(ORIGIN_VARIABLE, text, "expected <pid>:<seed>:<how it was derived>")
+        elif pid_value == os.getpid() or _is_ancestor(pid_value):
             _assigned = Assignment(value, " ".join(origin.split())[:_MAX_ORIGIN])
     return _assigned
 
@@ -155,7 +162,7 @@ def seeded_parent() -> Optional[Tuple[int, int]]:
                                           f"(the seed at most {MAX_SEED})")
         return None
     pid, seed = parsed
-    if pid == os.getpid() or pid not in _ancestors():
+    if pid == os.getpid() or not _is_ancestor(pid):
         return None
     return pid, seed
 
@@ -187,6 +194,13 @@ def _ignore(variable: str, value: str, problem: str) -> None:
     from .options import warn_config  # here: options imports much; seeds is read by cheap paths
 
     warn_config(variable, value, problem)
+
+
+def _is_ancestor(pid: int) -> bool:
+    # Never PID 1: every process descends from it, so a marker naming it (leaked from a container
+    # build whose shell was PID 1) would pass everywhere. The cost: the children of a seeded PID 1
+    # (a container's only process) are not told from it, and get the seed they ask for.
+    return pid > 1 and pid in _ancestors()
 
 
 def _ancestors() -> Set[int]:
