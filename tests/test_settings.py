@@ -117,7 +117,8 @@ def test_a_bad_value_is_refused_as_apply_all_refuses_it(bad, error):
 
 @pytest.mark.parametrize("bad, error", [({"malloc": "ptmalloc"}, ValueError), ({"malloc": 1}, TypeError),
                                         ({"hash_seed": -1}, ValueError), ({"hash_seed": "x"}, ValueError),
-                                        ({"hash_seed": 2**32}, ValueError), ({"hash_seed": 1.5}, TypeError)])
+                                        ({"hash_seed": 2**32}, ValueError), ({"hash_seed": 1.5}, TypeError),
+                                        ({"hash_seed": "9" * 5000}, ValueError)])
 def test_the_run_settings_are_checked_too(bad, error):
     with pytest.raises(error, match=next(iter(bad))):
         Settings(**bad)
@@ -186,3 +187,19 @@ def test_a_bad_variable_under_warnings_as_errors_is_the_default_used():
     assert found["rows"]["graph_growth_guard"] == "pending", found
     assert found["stderr"].startswith("ConfigWarning: tf-patches: ignoring TF_PATCHES_SEED='x'"), found
     assert found["seed"] is None  # not given: the default
+
+
+def test_a_bad_variable_under_warnings_as_errors_leaves_tf_patches_run_patched(tmp_path: Path):
+    # The case: the bootstrap's apply_all stopped at the raised warning, every row skipped.
+    import subprocess
+
+    from .fresh import fresh_env
+
+    code = "import json, tf_patches; print(json.dumps({r.name: r.status for r in tf_patches.report().rows}))"
+    proc = subprocess.run([sys.executable, "-m", "tf_patches", "run", "--", sys.executable, "-c", code],
+                          env=fresh_env({"PYTHONWARNINGS": "error", "TF_PATCHES_SEED": "x"}), capture_output=True,
+                          text=True, timeout=120, cwd=str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    statuses = json.loads(proc.stdout.splitlines()[-1])
+    assert statuses["seed_kernel_cache"] == "pending" and statuses["graph_growth_guard"] == "pending", statuses
+    assert "ignoring TF_PATCHES_SEED='x'" in proc.stderr and "not applied" not in proc.stderr, proc.stderr

@@ -47,7 +47,9 @@ def hash_seed(value: Any) -> Any:
     text = value.strip() if isinstance(value, str) else value
     if text == "random":
         return text
-    if isinstance(text, str) and text.isascii() and text.isdigit() and int(text) <= MAX_HASH_SEED:
+    # Length first: int() refuses more than 4,300 digits.
+    if isinstance(text, str) and text.isascii() and text.isdigit() and len(text.lstrip("0")) <= 10 \
+            and int(text) <= MAX_HASH_SEED:
         return int(text)
     if isinstance(text, int) and not isinstance(text, bool) and 0 <= text <= MAX_HASH_SEED:
         return text
@@ -76,7 +78,8 @@ def _text(value: Any) -> str:
 class Settings:
     """``apply_all`` options (and ``malloc``, ``hash_seed``), validated, frozen and ordered.
 
-    ``Settings(deterministic=True, seed=3)`` is ``Settings.from_kwargs(...)``. Reading an option
+    ``Settings(deterministic=True, seed=3, malloc="tcmalloc")`` checks as
+    :meth:`from_kwargs` does, and takes ``malloc`` and ``hash_seed`` too. Reading an option
     as an attribute (``settings.seed``) gives its value, or its default where it was not given;
     ``settings.get(name)`` gives None for one not given; ``name in settings`` says whether it was.
     """

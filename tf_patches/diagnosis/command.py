@@ -150,9 +150,9 @@ def _unusable_outputs(args: argparse.Namespace) -> Optional[str]:
 def _child_environment(settings: Settings, patched: bool, directory: str, interval: float) -> Dict[str, str]:
     """`tf-patches run`'s environment, the patches off unless asked (``patched`` or an option
     given), and where each process that imports TF writes its snapshot."""
+    if not patched and not settings.to_kwargs():  # the program as it is; the user's own variables would not say so
+        settings = settings.merged(Settings(only=[]))
     env = autoapply.command_environment(settings)
-    if not patched and not settings.to_kwargs():
-        env["TF_PATCHES_ONLY"] = "none"  # the program as it is; the user's own settings would not say so
     env[diagnosis.DIRECTORY_VARIABLE] = directory
     env[diagnosis.INTERVAL_VARIABLE] = repr(interval)
     return env

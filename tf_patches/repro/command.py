@@ -348,7 +348,10 @@ def _experiment(report: ReproReport, series: _Series, masker: Masker, env: Dict[
             return NOT_CHECKED, f"its runs ended with {runs[0].failure()}, run 1 with {first.failure()}"
         return found.verdict, found.summary
 
-    skip = ["hash_seed"] if os.environ.get("PYTHONHASHSEED", "").strip() not in ("", "random") else []
+    # PYTHONHASHSEED fixed already (--hash-seed, or the environment): that knob would change nothing.
+    hash_seed = series.settings.hash_seed
+    hash_seed = os.environ.get("PYTHONHASHSEED", "") if hash_seed is None else hash_seed
+    skip = ["hash_seed"] if str(hash_seed).strip() not in ("", "random") else []
     tensorflow = any(process.get("tensorflow") for run in report.runs for process in run.processes)
     outcome = run_experiments(report.causes, rerun, args.experiments, skip=skip,
                               stopped=lambda: bool(series.signals.received), tensorflow=tensorflow)
@@ -359,9 +362,8 @@ def knob_environment(settings: Settings, env: Dict[str, str], knob: Knob) -> Dic
     """The runs' environment (made with ``settings``) with ``knob`` turned: its settings over them."""
     if knob.fix:
         env = autoapply.command_environment(settings_of(knob.fix).merged(settings))
-    env = dict(env, **dict(knob.variables))
     if knob.knobs:
-        env[KNOBS_VARIABLE] = ",".join(knob.knobs)
+        env = dict(env, **{KNOBS_VARIABLE: ",".join(knob.knobs)})
     return env
 
 

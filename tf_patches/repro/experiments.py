@@ -145,9 +145,8 @@ def _together(knobs: Sequence[Knob]) -> Optional[Knob]:
     """One knob that turns all of ``knobs`` at once (None for fewer than two)."""
     if len(knobs) < 2:
         return None
-    variables = tuple(dict.fromkeys(pair for knob in knobs for pair in knob.variables))
     return Knob("+".join(knob.name for knob in knobs), " and ".join(knob.words for knob in knobs),
-                knobs=tuple(dict.fromkeys(name for knob in knobs for name in knob.knobs)), variables=variables,
+                knobs=tuple(dict.fromkeys(name for knob in knobs for name in knob.knobs)),
                 fix=Settings().merged(*(settings_of(knob.fix) for knob in knobs)).items(),
                 fresh_state=any(knob.fresh_state for knob in knobs))
 

@@ -30,19 +30,18 @@ def settings_of(fix: Fix) -> Optional[Settings]:
 
 class Knob(NamedTuple):
     """What one experiment changes: in-process knobs (``TF_PATCHES_REPRO_KNOBS``, armed by the
-    recorders), variables set from outside, tf-patches settings, or a clean working folder."""
+    recorders), tf-patches settings (PYTHONHASHSEED too), or a clean working folder."""
 
     name: str
     words: str  # what it does, for the report
     knobs: Tuple[str, ...] = ()
-    variables: Tuple[Tuple[str, str], ...] = ()
     fix: Fix = ()  # tf-patches settings, over the user's own
     fresh_state: bool = False
     tensorflow: bool = False  # changes nothing in runs that never import TensorFlow
 
 
 KNOBS: Dict[str, Knob] = {knob.name: knob for knob in (
-    Knob("hash_seed", "PYTHONHASHSEED=0 (string hash order fixed)", variables=(("PYTHONHASHSEED", "0"),)),
+    Knob("hash_seed", "PYTHONHASHSEED=0 (string hash order fixed)", fix=HASH_FIX),
     Knob("global_seeds", "Python's, NumPy's and TF's global seeds set before the program starts",
          knobs=("seed_python", "seed_numpy", "seed_tf")),
     Knob("seed_tf", "TF's global seed set before the program starts", knobs=("seed_tf",), tensorflow=True),
