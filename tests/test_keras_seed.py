@@ -135,6 +135,23 @@ def test_python_seeded_is_seen_from_apply_all_on_before_tf_is_imported():
     assert random.seed == original
 
 
+def test_revert_gives_random_seed_back_where_a_module_bound_it_by_name():
+    """Issue 39: opt_einsum's `from random import seed as random_seed`, imported while the patch
+    watched random.seed, kept the watch after revert_all(). A fresh process, no TF."""
+    code = """
+import json, random, tf_patches
+original = random.seed
+tf_patches.apply_all(keras_seed="warn")
+import opt_einsum.path_random as late
+bound = late.random_seed is not original
+tf_patches.revert_all()
+print(json.dumps([bound, late.random_seed is original, random.seed is original]))
+"""
+    proc = subprocess.run([sys.executable, "-c", code], env=fresh_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout.splitlines()[-1]) == [True, True, True]
+
+
 def test_gated_to_keras_2_10_and_later():
     spec = registry.by_name("keras_seed")
     options = resolve(registry.all_options(), {}, environ={})

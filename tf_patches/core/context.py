@@ -301,6 +301,17 @@ def raw_attribute(owner: Any, attribute: str) -> Any:
     return getattr(owner, "__dict__", {}).get(attribute, _MISSING)
 
 
+def rebind(target: Any, replacement: Any) -> List[str]:
+    """Every loaded module's name bound to ``target`` bound to ``replacement`` instead (a copy a
+    ``from x import f`` made of a replacement, outside TF's packages too): those rebound, as
+    ``module.name``."""
+    rebound = []
+    for module_name, module, name in _bindings(target):
+        vars(module)[name] = replacement
+        rebound.append(f"{module_name}.{name}")
+    return rebound
+
+
 def restore(owner: Any, attribute: str, raw: Any) -> None:
     """Put back a :func:`raw_attribute` value (deleting the attribute where it was inherited)."""
     raw = unspent(raw)

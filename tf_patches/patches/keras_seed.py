@@ -41,7 +41,7 @@ from typing import Any, Callable, Optional, Tuple
 
 from ..core import importhook, seeds, traps
 from ..core.canary import Finding
-from ..core.context import PatchContext
+from ..core.context import PatchContext, rebind
 from ..core.errors import ReproducibilityWarning, logger
 from ..core.keras import keras_version
 from ..core.gate import Gate
@@ -215,7 +215,11 @@ def prepare(ctx: PatchContext) -> None:
     # deterministic=True seeds Python's random itself (op_determinism, at its install).
     source = _sources[ctx] = _DefaultSeeds(ctx.options.get(NAME) or "warn",
                                           python_seeded=bool(ctx.options.get("deterministic")))
-    ctx.replace_attribute(random, "seed", _seed_watch(random.seed, source, ctx))
+    original = ctx.replace_attribute(random, "seed", _seed_watch(random.seed, source, ctx))
+    watch = random.seed
+    # A module imported meanwhile may hold the watch by name (opt_einsum's `from random import
+    # seed as random_seed`): it gets random.seed back too, not a wrapper of a reverted patch.
+    ctx.on_revert("random.seed where it was bound by name", lambda: rebind(watch, original))
 
 
 def install(ctx: PatchContext) -> str:
