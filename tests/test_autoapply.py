@@ -300,6 +300,30 @@ def test_tf_patches_auto_with_a_bad_value_warns_and_applies_nothing(tmp_path):
     assert "ignoring TF_PATCHES_AUTO='maybe'" in proc.stderr
 
 
+def test_a_pth_that_hides_the_bootstrap_is_said_in_the_report(tmp_path):
+    """Issue 39: a .pth run after ours that puts a folder with its own sitecustomize first on
+    sys.path hid the bootstrap silently (TF_PATCHES_AUTO=1 applied nothing). `tf-patches report`
+    says it, in its text and its JSON."""
+    shutil.copy(PTH, tmp_path / PTH.name)
+
+    def report(*flags: str) -> str:  # `tf-patches report` in an interpreter started with these .pth files
+        code = (f"import runpy, site, sys; site.addsitedir({str(tmp_path)!r}); site.main(); "
+                f"sys.argv = ['tf-patches', 'report', '--no-import', *{flags!r}]; "
+                "runpy.run_module('tf_patches', run_name='__main__')")
+        proc = _run([PYTHON, "-S", "-c", code], {"TF_PATCHES_AUTO": "1"})
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stdout
+
+    assert json.loads(report("--json"))["environment"]["notes"] == []  # the bootstrap ran: nothing to say
+    other = tmp_path / "other"
+    other.mkdir()
+    _write(other / "sitecustomize.py", "OTHER = True\n")
+    (tmp_path / "zz_other.pth").write_text(f"import sys; sys.path.insert(0, {str(other)!r})\n")
+    notes = json.loads(report("--json"))["environment"]["notes"]
+    assert len(notes) == 1 and "start-up bootstrap did not run" in notes[0], notes
+    assert str(other / "sitecustomize.py") in notes[0] and f"note: {notes[0]}" in report()
+
+
 def test_installed_pth_switches_on_a_plain_interpreter():
     """Where tf-patches is installed (pip install . or -e ., as scripts/dev.sh does), its .pth sits
     in site-packages and TF_PATCHES_AUTO=1 alone applies the patches at start-up."""

@@ -264,15 +264,43 @@ def detect() -> Environment:
             installed = importlib.util.find_spec("tensorflow") is not None
         except (ImportError, ValueError):
             installed = False
+    hidden = hidden_bootstrap()
     env = Environment(
         distribution=distribution or ("tensorflow" if installed else None),
         version=version,
         nvidia_tensorflow_version=nv_env,
         tensorflow_installed=installed,
+        notes=(hidden,) if hidden else (),
     )
     if tf is not None and getattr(tf, "__version__", None) is not None:
         env = complete(env, tf)
     return env
+
+
+_BOOTSTRAP_MODULE = "tf_patches.autoapply.bootstrap"  # by name: core does not import the tool
+_BOOTSTRAP_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "autoapply",
+                                    "bootstrap")
+
+
+def hidden_bootstrap() -> Optional[str]:
+    """Why the start-up bootstrap asked for here did not run, or None. Its folder on ``sys.path``
+    (``TF_PATCHES_AUTO=1``'s .pth line, or ``tf-patches run``'s ``PYTHONPATH``) asks for it; Python
+    imports one ``sitecustomize``, the first on ``sys.path``, and a .pth file that puts another
+    folder ahead (after ours: .pth files run in name order) hides ours, silently until said here."""
+    bootstrap = sys.modules.get(_BOOTSTRAP_MODULE)
+    if bootstrap is not None and getattr(bootstrap, "armed", False):
+        return None
+    try:
+        here = os.path.realpath(_BOOTSTRAP_DIRECTORY)
+        if not any(isinstance(entry, str) and os.path.realpath(entry or os.curdir) == here for entry in sys.path):
+            return None
+    except (OSError, ValueError):
+        return None
+    other = getattr(sys.modules.get("sitecustomize"), "__file__", None)
+    instead = f"Python imported {other} instead" if other else "no sitecustomize was imported (python -S?)"
+    return (f"tf-patches' start-up bootstrap did not run: its folder is on sys.path ({here}), but {instead} "
+            "(a .pth file or PYTHONPATH put that folder ahead of ours): nothing was applied at start-up or at "
+            "`import tensorflow`, only where the program calls tf_patches.apply_all()")
 
 
 def complete(env: Environment, tf: Any) -> Environment:

@@ -81,6 +81,7 @@ class Report:
         lines = []
         if self.environment is not None:
             lines.append(self.environment.describe())
+            lines += [f"note: {note}" for note in self.environment.notes]
         for line in [header, *body]:
             lines.append(f"{line[0]:<{widths[0]}}  {line[1]:<{widths[1]}}  {line[2]}")
         if self.fingerprint:

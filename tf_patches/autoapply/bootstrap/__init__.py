@@ -32,6 +32,7 @@ TORCH_TRIGGER = "torch"
 DETERMINISTIC_VARIABLE = "TF_PATCHES_DETERMINISTIC"
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
+armed = False  # whether this process armed the deferred apply (read by core.environment: hidden?)
 
 
 def activate_from_environment() -> None:
@@ -57,10 +58,12 @@ def defer(apply: "Callable[[], None]") -> None:
     with ``core.importhook``, which the engine asks, so core never names this tool."""
     from ...core import importhook
 
+    global armed
     triggers = TRIGGERS
     if os.environ.get(DETERMINISTIC_VARIABLE, "").strip().lower() in _TRUE:
         triggers += (TORCH_TRIGGER,)
     importhook.defer(apply, triggers)
+    armed = True
 
 
 def arm() -> None:
