@@ -28,10 +28,7 @@ def fixes_of(report: DiagnosisReport) -> Tuple[List[str], Settings]:
     """The patches whose leaks the report names with a fix (an advisory has none to run), and
     their signatures' options merged, in order (the first value of an option wins)."""
     names = list(dict.fromkeys(leak.patch for leak in report.leaks if leak.fix_command))
-    fix = Settings()
-    for name in names:
-        fix = fix.merged(signature_of(name).settings)
-    return names, fix
+    return names, Settings().merged(*(signature_of(name).settings for name in names))
 
 
 def verify(report: DiagnosisReport, settings: Settings, command: Sequence[str], returncode: int,
