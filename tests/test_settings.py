@@ -210,3 +210,22 @@ def test_a_bad_variable_under_warnings_as_errors_leaves_tf_patches_run_patched(t
     statuses = json.loads(proc.stdout.splitlines()[-1])
     assert statuses["seed_kernel_cache"] == "pending" and statuses["graph_growth_guard"] == "pending", statuses
     assert "ignoring TF_PATCHES_SEED='x'" in proc.stderr and "not applied" not in proc.stderr, proc.stderr
+
+
+def test_repro_lays_a_knobs_and_the_causes_fixes_over_the_users_settings():
+    from tf_patches.repro import command, experiments
+    from tf_patches.repro.model import Cause, ReproReport
+    from tf_patches.repro.vocabulary import KNOBS, settings_of
+
+    user = Settings(seed=3, exclude="rfft_guard", hash_seed=5)
+    env = command.knob_environment(user, {}, KNOBS["op_determinism"])
+    assert (env["TF_PATCHES_DETERMINISTIC"], env["TF_PATCHES_SEED"]) == ("1", "0")  # the knob's seed wins
+    assert env["TF_PATCHES_EXCLUDE"] == "rfft_guard" and env["PYTHONHASHSEED"] == "5"  # the user's others stay
+    both = experiments._together([KNOBS["hash_seed"], KNOBS["op_determinism"]])
+    assert settings_of(both.fix) == Settings(hash_seed=0, deterministic=True, seed=0)
+    report = ReproReport.__new__(ReproReport)
+    report.causes = [Cause("keras_seed", settings=Settings(keras_seed="follow", seed=1)), Cause("seed_varies"),
+                     Cause("tf_seed_unset", settings=settings_of(KNOBS["op_determinism"].fix))]
+    names, fix = report.fixes()
+    assert names == ["keras_seed", "tf_seed_unset"]
+    assert fix.to_flags() == ("--keras-seed", "follow", "--seed", "1", "--deterministic")  # the first seed kept
