@@ -31,6 +31,13 @@ def main() -> None:
     print(f"  cycling crashing more often by chance alone (one-sided Fisher): p = "
           f"{more_likely(crashes['cycling'], crashes['control'], RUNS):.3f}")
     print(f"  modules imported after a thread's first apply_all(): {', '.join(late) or 'none'}")
+    for result in results:  # where the crashing thread was, and what the cycling threads were doing
+        if result["crashed"]:
+            stacks = str(result["stacks"])
+            current = stacks[stacks.find("Current thread"):].split("\n\n")[0]
+            busy = sorted({line.strip() for line in stacks.splitlines() if "tf_patches" in line})
+            print(f"  {result['scenario']} {result['crashed']}:\n    " + "\n    ".join(current.splitlines()[:12])
+                  + ("\n    tf-patches frames: " + "; ".join(busy[:6]) if busy else ""))
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ once, now if TensorFlow is imported, else from a post-import hook. Every patch f
 from __future__ import annotations
 
 import _thread  # not threading: before `import tensorflow`, apply_all() imports next to nothing
+import gc
 import os
 import sys
 
@@ -52,28 +53,38 @@ def _load() -> None:
     afterwards: imports and class creation there made a CPython/TensorFlow crash several times
     likelier (issue 39; tests/test_thread_stress.py). The names are bound here, not at the top of
     this module, so that apply_all() before `import tensorflow` can wait for it (issue 38)."""
-    global _loaded, warnings, registry, PatchContext, Environment, complete, detect
-    global AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger, resolve, unset, warn_config
-    global ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row, Mapping
+    global _loaded
     if _loaded:
         return
     with _lock:
         if _loaded:
             return
-        import warnings
-        from collections.abc import Mapping
-
-        from . import registry
-        from .context import PatchContext
-        from .environment import Environment, complete, detect
-        from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
-        from .options import resolve, unset, warn_config
-        from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
-
-        from . import sites  # noqa: F401  (core.traps loads it at a trap's first warning)
-
-        registry.all_options()  # every patch module, loaded
+        paused = gc.isenabled()
+        gc.disable()  # no collection while it allocates: the crash's threads faulted in one (issue 39)
+        try:
+            _import_all()
+        finally:
+            if paused:
+                gc.enable()
         _loaded = True
+
+
+def _import_all() -> None:
+    global warnings, registry, PatchContext, Environment, complete, detect, AdvisoryWarning, TfPatchesError
+    global TfPatchesWarning, logger, resolve, unset, warn_config, ADVISED, APPLIED, FAILED, PENDING, SKIPPED
+    global Report, Row, Mapping
+    import warnings
+    from collections.abc import Mapping
+
+    from . import registry
+    from . import sites  # noqa: F401  (core.traps loads it at a trap's first warning)
+    from .context import PatchContext
+    from .environment import Environment, complete, detect
+    from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
+    from .options import resolve, unset, warn_config
+    from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
+
+    registry.all_options()  # every patch module, loaded
 
 
 def _tensorflow_imported() -> bool:
