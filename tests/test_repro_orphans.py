@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,6 +16,8 @@ from typing import List
 
 from tf_patches import testing
 from tf_patches.isolation import processes
+
+from .fresh import fresh_env
 
 # Each helper: no environment (so no repro mark), its pid written to PIDS.
 #  - out:    writes to the run's stdout, started just before the command exits (no walk sees it)
@@ -28,7 +31,7 @@ HELPERS = ("(env -i sleep 301 >/dev/null 2>&1 </dev/null & echo $! >> {pids}; sl
 
 def _left_running(pids_file: Path) -> List[int]:
     pids = [int(line) for line in pids_file.read_text().split()]
-    assert len(pids) >= 3, pids  # the helpers started
+    assert len(pids) >= 3, pids  # they started
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline and any(processes.alive(pid) for pid in pids):
         time.sleep(0.1)
@@ -51,4 +54,14 @@ def test_helpers_without_the_mark_end_with_a_timed_out_run(tmp_path):
     command = HELPERS.format(pids=pids, python=sys.executable) + "sleep 60"
     report = testing.repro(["sh", "-c", command], runs=2, experiments=0, timeout=4)
     assert report.verdict == "not checked", report.to_dict()
+    assert _left_running(pids) == []
+
+
+def test_diagnose_ends_a_helper_without_the_mark_with_its_command(tmp_path):
+    pids = tmp_path / "pids"
+    command = "(env -i sleep 304 >/dev/null 2>&1 </dev/null & echo $! >> {pids}; sleep 1) & sleep 0.5; " \
+              "env -i sleep 305 >/dev/null 2>&1 </dev/null & echo $! >> {pids}; echo $$ >> {pids}; sleep 1"
+    proc = subprocess.run([sys.executable, "-m", "tf_patches", "diagnose", "--", "sh", "-c", command.format(pids=pids)],
+                          env=fresh_env(), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
     assert _left_running(pids) == []
