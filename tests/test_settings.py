@@ -229,3 +229,26 @@ def test_repro_lays_a_knobs_and_the_causes_fixes_over_the_users_settings():
     names, fix = report.fixes()
     assert names == ["keras_seed", "tf_seed_unset"]
     assert fix.to_flags() == ("--keras-seed", "follow", "--seed", "1", "--deterministic")  # the first seed kept
+
+
+def settings_seen_by_the_run():
+    """check_reproducible's target: fails unless its run got the Settings below as its variables."""
+    import os
+
+    import numpy as np
+
+    seen = Settings.from_environ()
+    assert (seen.graph_growth_guard, seen.seed, seen.deterministic) == ("finalize", 7, True), seen
+    assert os.environ["PYTHONHASHSEED"] == "1"
+    return np.arange(3)
+
+
+def test_check_reproducible_runs_get_its_settings():
+    result = tf_patches.testing.check_reproducible(settings_seen_by_the_run, seed=0, timeout=120,
+                                                   settings=Settings(graph_growth_guard="finalize", seed=7,
+                                                                     hash_seed=1))
+    assert result.identical and result.applied == 'apply_all(graph_growth_guard="finalize", seed=7, deterministic=True)'
+    with pytest.raises(ValueError, match="malloc"):
+        tf_patches.testing.check_reproducible(settings_seen_by_the_run, settings=Settings(malloc="tcmalloc"))
+    with pytest.raises(TypeError, match="Settings"):
+        tf_patches.testing.check_reproducible(settings_seen_by_the_run, settings={"seed": 1})
