@@ -1,10 +1,14 @@
-"""``tf-patches repro --locate`` in real subprocesses (TF, ≈4 s a run, 6 runs in all): the first op
+"""``tf-patches repro --locate`` in real subprocesses (TF, ≈4 s a run, 8 runs in all): the first op
 whose outputs differ named with its type, the user's line that built it, which call of it and
 both values with their bits (an unseeded random op inside a ``tf.function``, among deterministic
 ops before and after it, eager and in the graph; a ``py_function`` drawing from an unseeded NumPy
-generator); a seeded program reads repeatable with no op named; and the comparison itself on
-recordings written by hand: an op whose values only came in another order (a parallel map's
-elements) is no difference, a later op's difference never hides an earlier one's."""
+generator); across machines, ``--record FILE`` under one intra-op thread count and ``--locate
+--against FILE`` under another name the sum whose bits changed and the fingerprint field that
+differs, while each machine's own runs read repeatable with no op named; a bad ``--against`` file
+is a usage error before any run; and the comparison itself on recordings written by hand: an op
+whose values only came in another order (a parallel map's elements) is no difference, a later
+op's difference never hides an earlier one's, a recording cut by its byte budget compares only as
+far as it goes."""
 
 from __future__ import annotations
 
@@ -41,8 +45,23 @@ UNSEEDED = """
     print("total", float(total))
 """
 
-# The same program, seeded: its runs repeat, and so does every op's output.
-SEEDED = UNSEEDED.replace("import tensorflow as tf\n", "import tensorflow as tf\n    tf.random.set_seed(3)\n")
+# Sums whose bits change with the intra-op thread count (1 vs 2 changed about half of such sums
+# here, TF 2.12 and 2.21: 8 of them, so that one at least differs); repeatable on one machine.
+SUMS = """
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.RandomState(1)
+    vectors = [tf.constant(rng.standard_normal(1_000_003).astype("float32")) for _ in range(8)]
+
+
+    @tf.function
+    def totals(vs):
+        return [tf.reduce_sum(v) for v in vs]
+
+
+    print("totals", [float(t) for t in totals(vectors)])
+"""
 
 # A py_function drawing from an unseeded NumPy generator, its output fed to TF ops.
 PY_FUNCTION = """
@@ -68,10 +87,10 @@ def _line(code: str, text: str) -> str:
     return f"program.py:{next(number for number, line in enumerate(lines, 1) if text in line)}"
 
 
-def _repro(folder: Path, code: str, *args: str) -> Dict[str, Any]:
+def _repro(folder: Path, code: str, *args: str, env: Dict[str, str] = {}) -> Dict[str, Any]:
     (folder / "program.py").write_text(textwrap.dedent(code))
-    result = subprocess.run([*REPRO, "--locate", *args, "--", PYTHON, "program.py"], cwd=folder, env=fresh_env(),
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([*REPRO, *(args or ["--locate"]), "--", PYTHON, "program.py"], cwd=folder,
+                            env=fresh_env(env), capture_output=True, text=True, timeout=300)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     data = json.loads(result.stdout.strip().splitlines()[-1])
     data["stderr"] = result.stderr
@@ -103,13 +122,59 @@ def test_an_unseeded_random_op_in_a_function_is_located_at_its_line(tmp_path: Pa
     assert "4 of 4 elements differ" in data["stderr"]
 
 
-def test_a_seeded_program_reads_repeatable_with_no_op_named(tmp_path: Path) -> None:
-    data = _repro(tmp_path, SEEDED)
+def test_across_machines_record_then_locate_against_names_the_op_and_the_fingerprint_field(tmp_path: Path) -> None:
+    # "Machine A": one intra-op thread. Its runs repeat: --locate names no op.
+    recorded = _repro(tmp_path, SUMS, "--record", "a.json", env={"TF_NUM_INTRAOP_THREADS": "1"})
+    assert recorded["verdict"] == "repeatable" and recorded["located"] is None, recorded["stderr"][-3000:]
+    assert "located: no op's outputs differ (" in recorded["stderr"]
+    assert recorded["recorded"]["written"] and recorded["recorded"]["bytes"] > 0
+    assert recorded["locate"]["recorded"] and recorded["locate"]["ops"] >= 8
+    assert not any("--locate" in note for note in recorded["notes"]), recorded["notes"]
+    kept = json.loads((tmp_path / "a.json").read_text())
+    assert kept["fingerprint"]["values"]["variables"]["TF_NUM_INTRAOP_THREADS"] == "1"
+    # "Machine B": two. Its own runs repeat too; against A's recording, a sum differs.
+    data = _repro(tmp_path, SUMS, "--locate", "--against", "a.json", env={"TF_NUM_INTRAOP_THREADS": "2"})
     assert data["verdict"] == "repeatable", data["stderr"][-3000:]
-    assert data["located"] is None
-    assert data["locate"]["recorded"] and data["locate"]["op_executions"] >= 18
-    assert "located: no op's outputs differ" in data["stderr"]
-    assert not any("--locate" in note for note in data["notes"]), data["notes"]
+    found = data["located"]
+    assert found is not None, data["stderr"][-3000:]
+    assert (found["op_type"], found["where"], found["against"], found["run"]) == (
+        "Sum", _line(SUMS, "tf.reduce_sum"), "a.json", None), found
+    assert found["graph"].startswith("totals") and found["values"]["differing"] == 1 and not found["problem"]
+    assert "variables.TF_NUM_INTRAOP_THREADS" in found["fingerprint_differences"]
+    assert data["locate"]["against"]["file"] == "a.json" and data["locate"]["against"]["ops"] >= 8
+    assert "located: the first op whose outputs differ (run 1 vs the recorded run in a.json): Sum" in data["stderr"]
+    assert "the machines' fingerprints differ in: variables.TF_NUM_INTRAOP_THREADS" in data["stderr"]
+
+
+def test_a_bad_against_file_is_a_usage_error_before_any_run(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    (tmp_path / "program.py").write_text(f"open({str(marker)!r}, 'a').close()\n")
+    from tf_patches.repro import recording
+
+    whole = recording.make(["python", "program.py"], {"tensorflow": "x"}, {
+        "schema": located.SCHEMA, "tensors": [["Sum", "Sum", "f", "/p.py:3", 0, "float32", []]],
+        "traces": [[1, 0, "aa", None]], "eager": []}, {}, "repeatable")
+    bad = {"cut.json": json.dumps(whole)[:-40],  # not JSON: a file cut short
+           "newer.json": json.dumps(dict(whole, schema=recording.SCHEMA.replace("/1", "/9"))),
+           "rows.json": json.dumps(dict(whole, digests=dict(whole["digests"], traces=[[1, 5, "aa", None]]))),
+           "nothing.json": json.dumps({"verdict": "repeatable"})}  # no fingerprint, no digests
+    for name, text in bad.items():
+        (tmp_path / name).write_text(text)
+    said = {}
+    for name in [*bad, "missing.json"]:
+        result = subprocess.run([*REPRO, "--locate", "--against", name, "--", PYTHON, "program.py"], cwd=tmp_path,
+                                env=fresh_env(), capture_output=True, text=True, timeout=120)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, (name, result.stderr[-2000:])
+        said[name] = result.stderr
+    assert not marker.exists()
+    assert "neither a recording" in said["cut.json"] and "neither a recording" in said["nothing.json"]
+    assert f"this tf-patches reads {recording.SCHEMA}" in said["newer.json"]
+    assert "name tensors it does not hold" in said["rows.json"]
+    assert "cannot read it" in said["missing.json"]
+    (tmp_path / "good.json").write_text(json.dumps(whole))  # and the same file whole is taken
+    from tf_patches.repro.command import _read_against
+
+    assert _read_against(str(tmp_path / "good.json"))["digests"]["traces"] == [[1, 0, "aa", None]]
 
 
 def test_a_py_function_drawing_from_numpy_is_located_at_its_line(tmp_path: Path) -> None:
@@ -141,5 +206,12 @@ def test_order_only_differences_are_none_and_the_earliest_difference_wins() -> N
     assert found is not None and (found["op_type"], found["where"], found["call"]) == ("Op2", "/p.py:12", 1)
     assert located.locate([first, first]) is None
     assert located.locate([first, _recording([[1, 0, "aa", head]])])["problem"] == "run 2 ran it fewer times"
+    # A recording cut by its byte budget after execution 2: only that far compares (tensor 1's
+    # second call, in execution 3, is past it), against the other's "machine" named by its file.
+    cut = dict(other, traces=other["traces"][:3] + [[2, 2, "dd", head]], through=2)
+    assert located.locate([first, cut]) is None
+    found = located.locate([first, dict(cut, traces=cut["traces"][:2])], against="b.json")
+    assert (found["op_type"], found["against"], found["run"], found["problem"]) == (
+        "Op1", "b.json", None, "b.json ran it fewer times")
     summary = located.summary([first, other])
     assert summary["ops"] == 3 and summary["op_executions"] == 5

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-INTERVAL = 0.05  # seconds between looks: at the fastest stream measured here, ≈1 MB between two
+INTERVAL = 0.02  # seconds between looks: the fastest stream measured here wrote ≈25 MB/s
 _FD_FOLDER = "/proc/self/fd"
 
 
