@@ -214,4 +214,10 @@ def test_order_only_differences_are_none_and_the_earliest_difference_wins() -> N
     assert (found["op_type"], found["against"], found["run"], found["problem"]) == (
         "Op1", "b.json", None, "b.json ran it fewer times")
     summary = located.summary([first, other])
-    assert summary["ops"] == 3 and summary["op_executions"] == 5
+    assert summary["ops"] == 3 and summary["op_executions"] == 5 and summary["not_seen"] == []
+    # What the recorder could not see is said: XLA-compiled graphs, tf.data functions on a TF older
+    # than those measured.
+    unseen = located.summary([dict(first, xla=["train_step"], tensorflow="2.11.0")])["not_seen"]
+    assert len(unseen) == 2 and "XLA-compiled graph (train_step)" in unseen[0] and "tf.data" in unseen[1]
+    assert "  not seen: 1 XLA-compiled graph (train_step)" in "\n".join(
+        located.render(None, located.summary([dict(first, xla=["train_step"])])))

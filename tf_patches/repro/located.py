@@ -16,8 +16,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from .locate import DEFAULT_LIMIT, HEAD, SCHEMA, VARIABLE
 
 __all__ = ["DEFAULT_LIMIT", "VARIABLE", "read", "locate", "summary", "render", "recorded_line"]
-NOT_SEEN = ("ops inside XLA-compiled functions (jit_compile=True) are not instrumented: they run as compiled",
-            "ops TF runs without op callbacks (on TF 2.12, tf.data functions may be among them) are not seen")
+MEASURED_DATASETS = (2, 12)  # tf.data functions' ops measured seen from here (2.12 and 2.21)
 
 
 def read(folder: str) -> Optional[Dict[str, Any]]:
@@ -45,7 +44,24 @@ def summary(recordings: Sequence[Optional[Dict[str, Any]]]) -> Dict[str, Any]:
             "bytes": first.get("bytes", 0), "seconds": first.get("seconds", 0.0), "limit": first.get("limit"),
             "stopped": first.get("stopped") if first.get("stopped") != "exit" else "",
             "xla_graphs": first.get("xla") or [], "tensorflow": first.get("tensorflow", ""),
-            "runs_recorded": sum(1 for data in recordings if data)}
+            "not_seen": _not_seen(first), "runs_recorded": sum(1 for data in recordings if data)}
+
+
+def _not_seen(data: Dict[str, Any]) -> List[str]:
+    """What the recorder could not see in this run, said rather than guessed."""
+    said = []
+    graphs = data.get("xla") or []
+    if graphs:
+        said.append(f"{len(graphs)} XLA-compiled graph{'s' if len(graphs) != 1 else ''} ({', '.join(graphs[:3])}): "
+                    "their ops run as compiled, not instrumented")
+    try:
+        version = tuple(int(part) for part in str(data.get("tensorflow", "")).split(".")[:2])
+    except ValueError:
+        version = ()
+    if version and version < MEASURED_DATASETS:
+        said.append(f"maybe ops inside tf.data functions: TF {data.get('tensorflow')} is older than "
+                    f"{'.'.join(map(str, MEASURED_DATASETS))}, where they were measured seen")
+    return said
 
 
 def _items(data: Dict[str, Any]) -> Tuple[List[tuple], Dict[tuple, list]]:
@@ -231,9 +247,7 @@ def render(located: Optional[Dict[str, Any]], recording: Optional[Dict[str, Any]
         lines.append(f"  {cost}")
     if recording.get("stopped"):
         lines.append(f"  recording stopped: {recording['stopped']}")
-    if recording.get("xla_graphs"):
-        lines.append(f"  not seen: {len(recording['xla_graphs'])} XLA-compiled graph"
-                     f"{'s' if len(recording['xla_graphs']) != 1 else ''} ({', '.join(recording['xla_graphs'][:3])})")
+    lines += [f"  not seen: {what}" for what in recording.get("not_seen") or []]
     return lines
 
 
