@@ -4,7 +4,8 @@ stdout and writes a SIZE MB file, run twice plainly and once under ``tf-patches 
 --compare out.bin``, side by side, for each kind of output:
 
 - ``identical``: every byte the same in both runs;
-- ``last bytes``: stdout's last line and the file's last 8 bytes differ (a real difference);
+- ``stdout end``: stdout's last line differs (a real difference);
+- ``file end``: the file's last 8 bytes differ, stdout is the same (a real difference);
 - ``long line``: a line of SIZE/10 MB whose time stamp differs (masked: repeatable);
 - ``stamped lines``: SIZE/10 MB of log lines, each with its own time stamp (every line masked:
   the masks' cost per line, not yet within the goal at 100 MB).
@@ -46,12 +47,12 @@ PROGRAM = textwrap.dedent("""
                       % ((i // 60 + run) % 60, (i + run) % 60, i % 1000, i, i * 7919 % 10000))
         body -= stamped
     out.write(line * (body // len(line)))
-    out.write(b"final %d\\n" % (run if case == "last bytes" else 0))
+    out.write(b"final %d\\n" % (run if case == "stdout end" else 0))
     data = random.Random(0).randbytes(size)
     with open("out.bin", "wb") as handle:
-        handle.write(data[:-8] + (b"%08d" % run if case == "last bytes" else data[-8:]))
+        handle.write(data[:-8] + (b"%08d" % run if case == "file end" else data[-8:]))
 """)
-CASES = ("identical", "last bytes", "long line", "stamped lines")
+CASES = ("identical", "stdout end", "file end", "long line", "stamped lines")
 
 
 def timed(command, env, cwd) -> float:
