@@ -1,8 +1,8 @@
 """What a run started is ended with the run, whatever its environment (issue 39): helpers that
 dropped repro's environment mark (``env -i``, ``Popen(env={"PATH": ...})``), left behind by a
 parent that exited (a double fork), at the run's end and at a time-out. Real processes, no TF
-(each case ≈1-3 s); through :func:`tf_patches.testing.repro`, which shares ``tf-patches repro``'s
-supervisor (``diagnose``'s too: :class:`tf_patches.isolation.processes.Started`)."""
+(each case ≈3-5 s); through :func:`tf_patches.testing.repro` (``tf-patches repro``'s runs) and
+``tf-patches diagnose``, which share the supervisor (:class:`tf_patches.isolation.processes.Started`)."""
 
 from __future__ import annotations
 
