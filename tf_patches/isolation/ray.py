@@ -71,6 +71,9 @@ def variables(options: Mapping[str, Any], settings: Optional["Settings"] = None)
     return result
 
 
+_RAY_ORIGIN = "ray"  # an item origin's first field where map_isolated runs it on Ray
+
+
 def worker_setup() -> None:
     """Ray's worker set-up hook: arm the bootstrap in this worker, as its ``sitecustomize`` does
     under ``tf-patches run`` (apply at ``import tensorflow``, options from ``TF_PATCHES_*``), or
@@ -84,7 +87,21 @@ def worker_setup() -> None:
     from ..core import seeds
 
     os.environ.pop(seeds.SEEDED_BY_VARIABLE, None)
+    _own_item_origin(seeds.ORIGIN_VARIABLE)
     bootstrap.arm()
+
+
+def _own_item_origin(variable: str) -> None:
+    """A worker is no descendant of the driver whose ``map_isolated`` named its item's seed
+    origin, so the ancestry check would drop a ``<pid>:<seed>:<how>`` origin: ``_for_item``
+    writes ``ray:<seed>:<how>`` instead, which only this hook (run in a worker of a runtime_env
+    that tf-patches built) takes, stamped with the worker's pid, and only beside the
+    ``TF_PATCHES_SEED`` it explains. (Asking Ray for the task's runtime_env here crashes the
+    worker: its context is not set up yet.)"""
+    value = os.environ.get(variable) or ""
+    marker, _, rest = value.partition(":")
+    if marker == _RAY_ORIGIN and rest.partition(":")[0] == os.environ.get("TF_PATCHES_SEED"):
+        os.environ[variable] = f"{os.getpid()}:{rest}"
 
 
 def map_isolated(fn: Callable[[Any], T], items: Iterable[Any], *, timeout: Optional[float] = None,
@@ -165,7 +182,8 @@ def _for_item(remote: Any, current: Optional[Dict[str, Any]], index: int) -> Any
     if not variables:
         return remote
     env = runtime_env(**item)
-    env["env_vars"][seeds.ORIGIN_VARIABLE] = variables[seeds.ORIGIN_VARIABLE]
+    _, _, rest = variables[seeds.ORIGIN_VARIABLE].partition(":")  # this pid means nothing there
+    env["env_vars"][seeds.ORIGIN_VARIABLE] = f"{_RAY_ORIGIN}:{rest}"
     return remote.options(runtime_env=env)
 
 
