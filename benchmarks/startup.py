@@ -1,9 +1,9 @@
 """Start-up cost where users install it (the wheel, built from this checkout into a temporary venv
 that also sees this interpreter's TensorFlow; see benchmarks/autoapply.py): `import tf_patches`
-(TF not imported), `apply_all()` before `import tensorflow` (it returns pending rows), `apply_all()`
-after it, and a second call (nothing to do). Each figure is the best of several fresh processes,
-CPU time of the process (``time.process_time``), which the load of a shared machine disturbs less
-than wall time. Goals (issue 31): apply_all ≤ 10 ms pending and ≤ 20 ms after `import tensorflow`,
+(TF not imported), `apply_all()` before `import tensorflow` (it arms the import hook; its report,
+read then, decides the pending rows), `apply_all()` after it, and a second call (nothing to do).
+Each figure is the best of several fresh processes, CPU time of the process
+(``time.process_time``), which the load of a shared machine disturbs less than wall time. Goals (issue 31): apply_all ≤ 10 ms pending and ≤ 20 ms after `import tensorflow`,
 again ≤ 1 ms.
 
 "pending" counts the standard-library modules `apply_all()` is the first to import (typing,
@@ -33,8 +33,9 @@ for name in {preload!r}:
     __import__(name)
 clock = time.process_time
 t0 = clock(); import tf_patches; t1 = clock()
-tf_patches.apply_all(); t2 = clock()
-print(json.dumps({{"import": (t1 - t0) * 1e3, "pending": (t2 - t1) * 1e3}}))
+report = tf_patches.apply_all(); t2 = clock()
+len(report); t3 = clock()  # read: what waited for `import tensorflow` is decided now (issue 38)
+print(json.dumps({{"import": (t1 - t0) * 1e3, "pending": (t2 - t1) * 1e3, "read": (t3 - t1) * 1e3}}))
 """
 AFTER_TF = """
 import json, time
@@ -82,6 +83,7 @@ def main() -> None:
     print(f"import tf_patches (TF not imported)                 {best('pending', 'import'):7.2f} ms")
     print(f"apply_all() before import tensorflow (pending)      {best('pending', 'pending'):7.2f} ms")
     print(f"  the same, beyond what import tensorflow imports   {best('beyond', 'pending'):7.2f} ms  (goal ≤ 10)")
+    print(f"  its report read before the import (decided then)  {best('pending', 'read'):7.2f} ms")
     print(f"    ({len(shared)} standard-library modules both import: {', '.join(shared[:8])}"
           f"{', ...' if len(shared) > 8 else ''})")
     print(f"import + apply_all() after import tensorflow        {best('after', 'applied'):7.2f} ms  (goal ≤ 20)")
