@@ -245,6 +245,10 @@ class _PendingReport:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._deferred.report(), name)
 
+    @property  # type: ignore[misc]
+    def __class__(self) -> Any:  # isinstance(report, Report) holds, as unittest.mock's stand-ins do
+        return type(self._deferred.report())
+
     def __iter__(self) -> Any:
         return iter(self._deferred.report())
 
