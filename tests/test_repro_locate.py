@@ -157,6 +157,7 @@ def test_a_bad_against_file_is_a_usage_error_before_any_run(tmp_path: Path) -> N
     bad = {"cut.json": json.dumps(whole)[:-40],  # not JSON: a file cut short
            "newer.json": json.dumps(dict(whole, schema=recording.SCHEMA.replace("/1", "/9"))),
            "rows.json": json.dumps(dict(whole, digests=dict(whole["digests"], traces=[[1, 5, "aa", None]]))),
+           "values.json": json.dumps(dict(whole, digests=dict(whole["digests"], traces=[[1, 0, "aa", ["last", 5]]]))),
            "nothing.json": json.dumps({"verdict": "repeatable"})}  # no fingerprint, no digests
     for name, text in bad.items():
         (tmp_path / name).write_text(text)
@@ -170,6 +171,7 @@ def test_a_bad_against_file_is_a_usage_error_before_any_run(tmp_path: Path) -> N
     assert "neither a recording" in said["cut.json"] and "neither a recording" in said["nothing.json"]
     assert f"this tf-patches reads {recording.SCHEMA}" in said["newer.json"]
     assert "name tensors it does not hold" in said["rows.json"]
+    assert "holds a malformed row: [1, 0, 'aa', ['last', 5]]" in said["values.json"]
     assert "cannot read it" in said["missing.json"]
     (tmp_path / "good.json").write_text(json.dumps(whole))  # and the same file whole is taken
     from tf_patches.repro.command import _read_against

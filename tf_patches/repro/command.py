@@ -50,7 +50,7 @@ LOCATE_LIMIT = locating.DEFAULT_LIMIT
 
 HELP = "run a command several times and say whether its runs repeat, and if not, why"
 EXIT_REPEATABLE, EXIT_NOT_REPEATABLE, EXIT_USAGE, EXIT_NOT_CHECKED = 0, 1, 2, 3
-MAX_AGAINST_BYTES = 64 * 2**20  # another machine's report: a repro --json with its runs' evidence
+MAX_AGAINST_BYTES = 64 * 2**20  # another machine's report (a repro --json with its runs' evidence) or recording
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -306,8 +306,12 @@ def _record(path: str, report: ReproReport, digests: Optional[Dict[str, Any]]) -
                                                        "or none reached its exit)"}
     data = recordings.make(report.command, report.fingerprint.get("values"), digests, report.locate or {},
                            report.verdict)
+    text = json.dumps(data, separators=(",", ":"), default=str) + "\n"
+    if len(text) > MAX_AGAINST_BYTES:  # what --against would refuse to read
+        return {"file": path, "written": False, "why": f"{len(text) / 1e6:.0f} MB, more than --against reads "
+                f"({MAX_AGAINST_BYTES >> 20} MiB): record fewer ops (--locate-limit)"}
     try:
-        files.write_atomically(path, json.dumps(data, separators=(",", ":"), default=str) + "\n")
+        files.write_atomically(path, text)
     except OSError as exc:  # checked at the start: the disk filled up, a file-size limit
         return {"file": path, "written": False, "why": f"cannot write it: {exc.strerror or exc}"}
     return {"file": path, "written": True, "bytes": os.path.getsize(path)}

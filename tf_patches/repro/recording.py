@@ -13,8 +13,9 @@ from .locate import SCHEMA as DIGESTS_SCHEMA
 
 SCHEMA = "tf-patches-repro-recording/1"
 _FAMILY = SCHEMA.split("/")[0] + "/"
-# A recording's rows, as .locate writes them: (key, row length, the positions that are whole numbers).
-_ROWS = (("tensors", 7, ()), ("traces", 4, (0, 1)), ("eager", 8, (0, 3)))
+# A recording's rows, as .locate writes them: (key, row length, whole numbers at, text at, values at).
+_ROWS = (("tensors", 7, (4,), (0, 1, 2, 3, 5), None), ("traces", 4, (0, 1), (2,), 3),
+         ("eager", 8, (0, 3), (1, 2, 4, 6), 7))
 
 
 def is_recording(data: Any) -> bool:
@@ -30,13 +31,15 @@ def problem(data: Mapping[str, Any]) -> Optional[str]:
     digests = data.get("digests")
     if not isinstance(digests, Mapping) or digests.get("schema") != DIGESTS_SCHEMA:
         return f"holds no op digests of schema {DIGESTS_SCHEMA}"
-    for key, length, whole in _ROWS:
+    for key, length, whole, text, values in _ROWS:
         rows = digests.get(key)
         if not isinstance(rows, list):
             return f"its digests' {key!r} is not a list"
         for row in rows:
-            if not isinstance(row, list) or len(row) != length or not all(
-                    isinstance(row[index], int) and not isinstance(row[index], bool) for index in whole):
+            if not (isinstance(row, list) and len(row) == length
+                    and all(isinstance(row[index], int) and not isinstance(row[index], bool) for index in whole)
+                    and all(isinstance(row[index], str) for index in text)
+                    and (values is None or _values_ok(row[values]))):
                 return f"its digests' {key!r} holds a malformed row: {str(row)[:80]}"
     tensors = len(digests["tensors"])
     if any(not 0 <= row[1] < tensors for row in digests["traces"]):
@@ -44,6 +47,13 @@ def problem(data: Mapping[str, Any]) -> Optional[str]:
     if not isinstance(data.get("fingerprint"), Mapping):
         return "holds no fingerprint"
     return None
+
+
+def _values_ok(head: Any) -> bool:
+    """A row's recorded elements: None, or ["first" or "last", [[value, bits], ...]]."""
+    return head is None or (isinstance(head, list) and len(head) == 2 and head[0] in ("first", "last")
+                            and isinstance(head[1], list)
+                            and all(isinstance(pair, list) and len(pair) == 2 for pair in head[1]))
 
 
 def make(command: Sequence[str], fingerprint: Optional[Mapping[str, Any]], digests: Mapping[str, Any],
