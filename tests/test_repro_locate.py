@@ -223,3 +223,27 @@ def test_order_only_differences_are_none_and_the_earliest_difference_wins() -> N
     assert len(unseen) == 2 and "XLA-compiled graph (train_step)" in unseen[0] and "tf.data" in unseen[1]
     assert "  not seen: 1 XLA-compiled graph (train_step)" in "\n".join(
         located.render(None, located.summary([dict(first, xla=["train_step"])])))
+
+
+def test_the_byte_budget_stops_the_file_while_it_is_written(tmp_path: Path) -> None:
+    """As TF's writer: a descriptor it keeps writing through, from C++; the watcher points it at
+    /dev/null once the file reaches the budget, and the file keeps its first bytes."""
+    import time
+
+    from tf_patches.repro._locate_budget import INTERVAL, ByteBudget
+
+    path = tmp_path / "x.graph_execution_traces"
+    said: List[str] = []
+    with open(path, "wb", buffering=0) as writer:
+        budget = ByteBudget(lambda: str(path) if path.exists() else None, 1000, said.append)
+        writer.write(b"a" * 600)
+        time.sleep(INTERVAL * 5)
+        assert not said and not budget.reached  # under the budget: left alone
+        writer.write(b"b" * 600)
+        deadline = time.monotonic() + 10
+        while not said and time.monotonic() < deadline:
+            time.sleep(INTERVAL)
+        for _ in range(10):  # the writer goes on, as TF's graphs do
+            writer.write(b"c" * 1000)
+    assert budget.reached and said == ["the byte budget: 1000 bytes of digests, later ones not written"]
+    assert path.read_bytes() == b"a" * 600 + b"b" * 600

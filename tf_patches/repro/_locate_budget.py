@@ -46,7 +46,8 @@ class ByteBudget:
     def cut(self, path: str) -> None:
         """Nothing more of ``path`` reaches the disk (where the system allows), and ``full`` says why."""
         self.reached = True
-        budget = f"the byte budget: {self.max_bytes >> 20} MB of digests"
+        size = f"{self.max_bytes >> 20} MiB" if self.max_bytes >= 1 << 20 else f"{self.max_bytes} bytes"
+        budget = f"the byte budget: {size} of digests"
         try:
             redirected = _redirect_to_null(path)
         except OSError:

@@ -193,7 +193,7 @@ class Recorder:
         for record in _records(tf_record, path):
             read += len(record) + 16
             if read > self.max_bytes:  # a file this system could not stop at the budget: its first bytes
-                cut = f"the byte budget: the first {self.max_bytes >> 20} MB of digests kept"
+                cut = f"the byte budget: the first {self.max_bytes >> 20} MiB of digests kept"
                 break
             trace = debug_event_pb2.DebugEvent.FromString(record).graph_execution_trace
             kind = trace.tfdbg_context_id
