@@ -19,6 +19,8 @@ import textwrap
 from pathlib import Path
 from typing import Any, Dict, List
 
+import pytest
+
 from tf_patches.repro import located
 
 from .fresh import fresh_env
@@ -247,3 +249,17 @@ def test_the_byte_budget_stops_the_file_while_it_is_written(tmp_path: Path) -> N
             writer.write(b"c" * 1000)
     assert budget.reached and said == ["the byte budget: 1000 bytes of digests, later ones not written"]
     assert path.read_bytes() == b"a" * 600 + b"b" * 600
+
+
+def test_runs_on_a_ray_cluster_come_back_as_local_runs_do(tmp_path: Path) -> None:
+    """--ray: each run on a node of the cluster (a local one here: one node), its outputs and
+    evidence sent back; the report reads them as it reads a local run's, the op located included."""
+    pytest.importorskip("ray")
+    data = _repro(tmp_path, UNSEEDED, "--ray", "local", "--locate")
+    assert data["verdict"] == "not repeatable", data["stderr"][-3000:]
+    assert [note.split(" (")[0].rsplit(" ", 1)[0] for note in data["notes"] if "Ray node" in note] == [
+        "run 1 ran on Ray node", "run 2 ran on Ray node"], data["notes"]
+    found = data["located"]
+    assert found is not None and (found["op_type"], found["where"]) == (
+        "RandomStandardNormal", _line(UNSEEDED, "tf.random.normal")), data["stderr"][-3000:]
+    assert data["causes"][0]["name"] == "tf_seed_unset" and data["fingerprint"]["values"]

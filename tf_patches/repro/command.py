@@ -38,6 +38,7 @@ from . import report as reporting
 from . import runner
 from .compare import compare
 from . import located as locating
+from . import on_ray
 from . import recording as recordings
 from .knobs import VARIABLE as KNOBS_VARIABLE  # read by the recorders in each process of an experiment
 from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
@@ -81,6 +82,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "outputs differ: its type, name, the line that built it, which call, its values")
     parser.add_argument("--locate-limit", metavar="N", type=_locate_limit, default=None,
                         help=f"with --locate, record at most N ops per process (default {LOCATE_LIMIT})")
+    parser.add_argument("--ray", metavar="ADDRESS",
+                        help="run the compared runs on the nodes of this Ray cluster, one run per node where "
+                             "it can (\"local\": a cluster of this machine); experiments and --verify run here")
     parser.add_argument("--record", metavar="FILE",
                         help="--locate, and keep run 1's op digests and fingerprint in FILE, for "
                              "--locate --against FILE on another machine (checked before the first run)")
@@ -183,6 +187,15 @@ class _Series:
                 break  # could not start, cut short, or told to stop: no run after it compares
         return runs
 
+    def ray_runs(self, env: Dict[str, str], count: int) -> List[Run]:
+        """--ray: the compared runs, on the cluster's nodes (:mod:`.on_ray`)."""
+        self.series += 1
+        folders = [os.path.join(self.base, f"{self.series:02d}-run-{number}") for number in range(1, count + 1)]
+        if self.progress:
+            _say(f"{count} runs on Ray cluster {self.args.ray}: {reporting.joined(self.command)}")
+        return on_ray.runs(self.args.ray, self.command, env, folders, self.args.compare, self.args.timeout,
+                           self.stdin, self.cwd)
+
     def left_behind(self) -> List[str]:
         """What the runs created in the working folder that was not there before run 1 (the
         --compare paths, --keep and --output aside)."""
@@ -214,7 +227,8 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: processes
         given = _stdin(stdin, base)
         series = _Series(args, settings, command, base, signals, progress, given[0])
         env = autoapply.command_environment(settings)
-        runs = series.runs("run", _locate_environment(args, env, against), args.runs)  # only these are located
+        located_env = _locate_environment(args, env, against)  # only these runs are located
+        runs = series.ray_runs(located_env, args.runs) if args.ray else series.runs("run", located_env, args.runs)
         left = series.left_behind()
         report = reporting.build(command, runs, args.compare, masker, args.compare_stderr, against,
                                  args.against or "", left, series.cwd)
@@ -476,6 +490,10 @@ def _usage_problem(args: argparse.Namespace) -> Optional[str]:
         problem = files.unwritable(args.output)
         if problem:
             return f"--output {args.output}: {problem}"
+    if args.ray is not None:
+        problem = on_ray.problem()
+        if problem:
+            return f"--ray {args.ray}: {problem}"
     if args.record is not None:
         problem = files.unwritable(args.record)
         if problem:
