@@ -168,7 +168,7 @@ def _not_checked(runs: Sequence[Run], fingerprint: Mapping[str, Any], against: A
         said.append("a GPU (none here: GPU-only non-determinism, atomics in cuDNN and cuBLAS kernels, "
                     "was not exercised)")
     if against is None:
-        said.append("other machines (this one only: pass --against REPORT.json from another)")
+        said.append("other machines (this one only: pass --against with another's --record FILE or report)")
     return said
 
 
