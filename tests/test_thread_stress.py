@@ -6,8 +6,8 @@ the rates."""
 
 from tests.thread_stress import more_likely, run_both
 
-RUNS = 2  # of each scenario; ≈ 12 s a run at 1 µs switching, two at a time
-SECONDS = 1.5
+RUNS = 3  # of each scenario; 6–12 s a run at 1 µs switching, two at a time
+SECONDS = 2.0
 
 
 def test_cycling_apply_all_in_threads_crashes_no_more_than_tf_alone(tf):
