@@ -302,14 +302,26 @@ def raw_attribute(owner: Any, attribute: str) -> Any:
 
 
 def rebind(target: Any, replacement: Any) -> List[str]:
-    """Every loaded module's name bound to ``target`` bound to ``replacement`` instead (a copy a
-    ``from x import f`` made of a replacement, outside TF's packages too): those rebound, as
+    """Every name bound to ``target`` in an installed package's module (a copy a ``from x import
+    f`` made of a replacement: opt_einsum's ``from random import seed``) bound to ``replacement``
+    instead; the user's own modules keep what they took (the contract above). Those rebound, as
     ``module.name``."""
     rebound = []
     for module_name, module, name in _bindings(target):
-        vars(module)[name] = replacement
-        rebound.append(f"{module_name}.{name}")
+        if _installed_module(module_name, module):
+            vars(module)[name] = replacement
+            rebound.append(f"{module_name}.{name}")
     return rebound
+
+
+def _installed_module(module_name: str, module: ModuleType) -> bool:
+    """Whether a loaded module is an installed distribution's (in site-packages), never the user's
+    script (``__main__`` and its alias) or a module without a file."""
+    path = getattr(module, "__file__", None)
+    if module_name in ("__main__", "__mp_main__") or not isinstance(path, str):
+        return False
+    parts = path.replace("\\", "/").split("/")
+    return "site-packages" in parts or "dist-packages" in parts
 
 
 def restore(owner: Any, attribute: str, raw: Any) -> None:
