@@ -74,3 +74,28 @@ def test_revert_all_reverts_what_waited_as_if_it_had_been_applied():
                           random.seed is seed, tf_patches.report().status("seed_kernel_cache")]))
     """)
     assert result == ["skipped", "reverted by revert_all()", True, "skipped"]
+
+
+def test_a_failure_when_tensorflow_imports_never_breaks_the_import():
+    """Whatever fails in the waiting apply is logged at `import tensorflow`, which goes on; reading
+    the report then raises what failed."""
+    result = run_fresh("""
+        import json
+        import tf_patches
+        from tf_patches.core import engine
+
+        report = tf_patches.apply_all()
+
+        def broken():
+            raise ImportError("a module of tf-patches could not load")
+
+        engine._import_all = broken
+        import tensorflow as tf
+        try:
+            report.status("seed_kernel_cache")
+            read = "read"
+        except ImportError as exc:
+            read = str(exc)
+        print(json.dumps([tf.constant(1).numpy().item(), read]))
+    """)
+    assert result == [1, "a module of tf-patches could not load"]

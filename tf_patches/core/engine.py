@@ -182,11 +182,12 @@ class _Deferred:
 
     def __init__(self) -> None:
         self.result: Optional[Report] = None
+        self.failure: Optional[Exception] = None
         self._seed: Any = None  # the random.seed stand-in, while it waits
 
     def run(self) -> None:
         with _lock:
-            if self.result is not None:
+            if self.result is not None or self.failure is not None:
                 return
             self._restore_seed()
             try:
@@ -194,15 +195,20 @@ class _Deferred:
             except Exception as exc:  # never break the user's import; the rows say what was decided
                 from .errors import logger
 
-                self.result = _report()
                 logger.warning("tf-patches: apply_all() at `import tensorflow` failed: %s: %s",
                                type(exc).__name__, exc)
+                self.failure = exc
+                try:
+                    self.result = _report()
+                except Exception:  # the engine itself did not load: the read raises what failed
+                    pass
 
     def report(self) -> Report:
         if self.result is None:
             importhook.run_deferred()  # runs self.run, unless something else waits
             self.run()
-        assert self.result is not None
+        if self.result is None:
+            raise self.failure  # type: ignore[misc]
         return self.result
 
     def watch_seed(self) -> None:
