@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -233,3 +234,34 @@ def test_the_plugin_is_registered_as_a_pytest11_entry_point():
         pytest.skip("tf-patches is not installed (pip install -e .): entry points exist only when installed")
     plugins = {ep.name: ep.value for ep in importlib.metadata.entry_points(group="pytest11")}
     assert plugins.get("tf_patches") == "tf_patches.testing.pytest_plugin"
+
+
+LEAVES_A_HELPER = """
+    import os, subprocess, sys, time
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"],
+                              env={"PATH": os.environ.get("PATH", "")})  # no mark of ours in its environment
+    with open(sys.argv[1], "w") as out:
+        out.write(str(helper.pid))
+    time.sleep(120)
+"""
+
+
+def test_a_timed_out_run_ends_what_it_started(tmp_path):
+    """Issue 38/39: check_reproducible's time-out ends the run's whole tree, not only the child."""
+    script, pid_file = tmp_path / "leaves.py", tmp_path / "helper.pid"
+    script.write_text(textwrap.dedent(LEAVES_A_HELPER))
+    with pytest.raises(RuntimeError, match="did not finish in 15 s"):
+        check_reproducible(str(script), args=[str(pid_file)], timeout=15)
+    helper = int(pid_file.read_text())  # it had started: the check is not vacuous
+    deadline = time.monotonic() + 10
+    while _alive(helper) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _alive(helper), f"the run's helper {helper} outlived the time-out"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return False

@@ -265,15 +265,28 @@ def child_environment() -> Dict[str, str]:
 
 
 def _run_child(spec: Dict[str, Any], out: str, run: int, timeout: float) -> None:
+    """One run in a fresh interpreter, leading a session of its own: past ``timeout``, and when it
+    ends, everything it started goes with it (the supervisor's :class:`Group`, as an isolated
+    call's), not only the child, so a helper it left cannot outlive the check."""
+    from ..isolation import processes
+
     command = [sys.executable, "-m", "tf_patches.testing.reproduce", json.dumps(spec), out]
-    try:
-        proc = subprocess.run(command, env={**child_environment(), **spec["environ"]}, capture_output=True,
-                              text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise RuntimeError(f"run {run} of {spec['label']} did not finish in {timeout:g} s") from None
-    if proc.returncode != 0:
-        raise RuntimeError(f"run {run} of {spec['label']} failed (exit status {proc.returncode}):\n"
-                           f"{proc.stderr[-4000:]}")
+    with tempfile.TemporaryFile() as stderr:  # a file, not a pipe: a chatty run cannot block on it
+        child = subprocess.Popen(command, env={**child_environment(), **spec["environ"]},
+                                 stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+        group = processes.Group(child.pid, lambda: child.poll() is not None)
+        try:
+            returncode = child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"run {run} of {spec['label']} did not finish in {timeout:g} s") from None
+        finally:
+            processes.end(group)  # the run and what it left
+            child.wait()
+        stderr.seek(0)
+        text = stderr.read().decode("utf-8", "replace")
+    if returncode != 0:
+        raise RuntimeError(f"run {run} of {spec['label']} failed (exit status {returncode}):\n"
+                           f"{text[-4000:]}")
 
 
 def _load(path: str) -> Dict[str, Any]:
