@@ -6,6 +6,12 @@ cycling again with the first apply_all() made in the main thread first, as the R
 CPython/TF race crashes both at some rate; tf-patches' share is what cycling adds to the control's.
 
     python benchmarks/thread_stress.py [RUNS [SECONDS]] [--smoke]   (default 20 runs of 3 s each)
+
+Measured on TF 2.21, Python 3.11 (a shared 2-core box): cycling 2 of 20, main-first 1 of 20,
+control 2 of 20 (Fisher's p = 0.70), every crash in a drawing thread's dropout (TF's dispatcher,
+typing's instance check), none while tf-patches loaded; nothing imported after a first call. Before
+the first call loaded with garbage collection paused, 3 of 36 cycling runs crashed, one while a
+thread's first apply_all() imported the patch modules (issue 39's shape), against 0 of 20 controls.
 """
 
 from __future__ import annotations
