@@ -171,8 +171,8 @@ def test_repro_refuses_bad_options_before_any_run(tmp_path: Path):
     assert not record.exists()
 
 
-# A machine no advisory speaks of: an AdvisoryWarning (TF < 2.17 on Python 3.11) is raised under
-# -W error too, and stops apply_all before the rows this checks (the engine's, not this case).
+# A machine no advisory speaks of, so that these cases check the ConfigWarning alone (an advisory
+# under -W error is the next test's case).
 NO_ADVISORY = '{"version": "2.21.0", "distribution": "tensorflow-cpu", "python_version": "3.12.1"}'
 
 
@@ -193,6 +193,25 @@ def test_a_bad_variable_under_warnings_as_errors_is_the_default_used():
     assert found["rows"]["graph_growth_guard"] == "pending", found
     assert found["stderr"].startswith("ConfigWarning: tf-patches: ignoring TF_PATCHES_SEED='x'"), found
     assert found["seed"] is None  # not given: the default
+
+
+def test_an_advisory_under_warnings_as_errors_stops_no_patch():
+    # TF < 2.17 on Python 3.11: py311_eager_op_leak advises. Raised by -W error, its warning once
+    # stopped apply_all there, and every patch after it in the registry's order was never decided.
+    found = run_fresh("""
+        import contextlib, io, json
+        import tf_patches
+        stderr = io.StringIO()
+        with contextlib.redirect_stderr(stderr):
+            rows = {row.name: row.status for row in tf_patches.apply_all().rows}
+        print(json.dumps({"rows": rows, "stderr": stderr.getvalue()}))
+    """, {"PYTHONWARNINGS": "error",
+          "TF_PATCHES_ASSUME": '{"version": "2.16.1", "distribution": "tensorflow-cpu", "python_version": "3.11.7"}'})
+    rows = found["rows"]
+    assert rows["py311_eager_op_leak"] == "advised", found
+    assert list(rows)[-1] != "py311_eager_op_leak" and all(rows.values()), found  # rows after it decided
+    assert rows["seed_kernel_cache"] == "pending", found
+    assert "AdvisoryWarning: tf-patches:" in found["stderr"], found
 
 
 def test_a_bad_variable_under_warnings_as_errors_leaves_tf_patches_run_patched(tmp_path: Path):

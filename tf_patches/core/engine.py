@@ -71,7 +71,7 @@ def _load() -> None:
 
 def _import_all() -> None:
     global warnings, registry, PatchContext, Environment, complete, detect, AdvisoryWarning, TfPatchesError
-    global TfPatchesWarning, logger, resolve, unset, warn_config, ADVISED, APPLIED, FAILED, PENDING, SKIPPED
+    global TfPatchesWarning, logger, warn_in_passing, resolve, unset, warn_config, ADVISED, APPLIED, FAILED, PENDING, SKIPPED
     global Report, Row, Mapping
     import warnings
     from collections.abc import Mapping
@@ -80,7 +80,7 @@ def _import_all() -> None:
     from . import sites  # noqa: F401  (core.traps loads it at a trap's first warning)
     from .context import PatchContext
     from .environment import Environment, complete, detect
-    from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger
+    from .errors import AdvisoryWarning, TfPatchesError, TfPatchesWarning, logger, warn_in_passing
     from .options import resolve, unset, warn_config
     from .reporting import ADVISED, APPLIED, FAILED, PENDING, SKIPPED, Report, Row
 
@@ -377,7 +377,7 @@ def _advise(spec: PatchSpec, state: _State, env: Environment) -> None:
         _advised.add(spec.name)
         message = f"tf-patches: {spec.title}: {state.reason} ({spec.issue_url})"
         logger.info(message)  # the warning below is what users see; logging would repeat it
-        warnings.warn(message, AdvisoryWarning, stacklevel=4)
+        warn_in_passing(message, AdvisoryWarning, 4)  # under -W error too, the patches after it apply
 
 
 def _fail(state: _State, stage: str, exc: BaseException) -> None:

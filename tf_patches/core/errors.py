@@ -42,6 +42,24 @@ class ReproducibilityWarning(TfPatchesWarning):
     should not); the message says what will happen and the fix."""
 
 
+def warn_in_passing(message: str, category: type, stacklevel: int) -> None:
+    """``warnings.warn``, for a warning raised in the middle of applying: under
+    ``PYTHONWARNINGS=error`` (``-W error``) it would stop apply_all part-way (a bad variable
+    turning every patch off, an advisory the patches after it), so a raised warning is written to
+    stderr as the warning would have been, and the work goes on. ``stacklevel`` is the one the
+    caller would give ``warnings.warn`` itself."""
+    import warnings
+
+    try:
+        warnings.warn(message, category, stacklevel=stacklevel + 1)
+    except Warning:
+        import sys
+
+        from .streams import write
+
+        write(sys.stderr, f"{category.__name__}: {message}\n")
+
+
 class TfPatchesError(RuntimeError):
     """Raised in strict mode when a patch fails or a requested patch cannot apply."""
 

@@ -14,11 +14,10 @@ import numbers
 import operator
 import os
 import sys
-import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-from .errors import ConfigWarning, brief, logger
+from .errors import ConfigWarning, brief, logger, warn_in_passing
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -159,15 +158,7 @@ def warn_config(variable: str, value: Any, problem: str) -> None:
     _warned.add(key)
     message = f"tf-patches: ignoring {variable}={brief(value)}: {_bounded(problem, value)}"
     logger.info(message)  # the warning below is what users see; logging would repeat it
-    try:
-        warnings.warn(message, ConfigWarning, stacklevel=_caller_level())
-    except Warning:
-        # PYTHONWARNINGS=error (-W error) raises it here, in the middle of reading the options:
-        # the bad value would abort apply_all and turn every patch off. The default is used, as
-        # promised; the message still reaches stderr, as the warning would have.
-        from .streams import write
-
-        write(sys.stderr, f"{ConfigWarning.__name__}: {message}\n")
+    warn_in_passing(message, ConfigWarning, _caller_level())  # the default is used, as promised
 
 
 def _bounded(problem: str, value: Any) -> str:
