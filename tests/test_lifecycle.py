@@ -33,6 +33,11 @@ from .fresh import run_fresh
 
 PATCHES = registry.PATCH_MODULES
 USER_MODULE = "lifecycle_user_code"
+# (module under tensorflow, attribute) a patch that replaces nothing on this TF needs: what the
+# moved-symbol check deletes for it (the others' are the attributes they replace).
+NEEDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
+    "op_determinism": (("python.framework.config", "enable_op_determinism"),),
+}
 
 
 def _spec(name: str) -> registry.PatchSpec:
@@ -335,9 +340,9 @@ def test_a_moved_symbol_fails_that_patch_alone(tf, monkeypatch, name):
         assert not targets  # nothing installed here, so nothing can move: the row says why
         pytest.skip(f"{name} installs nothing on TF {baseline.environment.version}: "
                     f"{baseline[name].status}: {baseline[name].reason}")
-    if not targets:  # a patch that replaces nothing names what it needs (LIFECYCLE_NEEDS)
-        targets = [(tf_module(dotted), attribute) for dotted, attribute in _spec(name).lifecycle_needs]
-        assert targets, f"{name} replaces nothing here: its module must name LIFECYCLE_NEEDS"
+    if not targets:  # a patch that replaces nothing: what it needs, named above
+        targets = [(tf_module(dotted), attribute) for dotted, attribute in NEEDS.get(name, ())]
+        assert targets, f"{name} replaces nothing here: name what it needs in NEEDS above"
     for owner, attribute in targets:
         for home in _homes(owner, attribute):
             monkeypatch.delattr(home, attribute)

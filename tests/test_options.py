@@ -384,7 +384,7 @@ def test_no_version_of_any_length_makes_anything_raise(version, python, cuda):
             verdict, reason = spec.check(env, chosen)
             assert verdict in (True, False, None) and isinstance(reason, str)
             assert "cannot parse" not in reason or len(reason) < 300  # an unparseable version is quoted briefly
-    report = Report(tuple(Row(spec.name, spec.title, "skipped", reason, spec.issue_url)
+    report = Report(tuple(Row(spec.name, spec.title, "skipped", reason, spec.issue)
                           for spec in registry.specs()), env)
     json.loads(report.to_json())
     str(report)

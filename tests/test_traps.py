@@ -77,13 +77,13 @@ def test_registry_fills_in_the_traps_patch_name():
     import types
 
     from tf_patches.core.gate import Gate
-    from tf_patches.core.registry import PatchSpec
+    from tf_patches.core.registry import from_module
 
     module = types.ModuleType("my_trap")
     module.NAME, module.TITLE, module.ISSUE_URL, module.GATE = "my_trap", "t", "u", Gate()
     module.install = lambda ctx: "detecting"
     module.TRAP = traps.Trap(explanation="e", fix="f")
-    assert PatchSpec.from_module(module).trap.patch == "my_trap"
+    assert from_module(module).trap.patch == "my_trap"
 
 
 def test_autograph_lines_are_mapped_back_to_the_users_source(tmp_path):

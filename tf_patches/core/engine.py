@@ -375,7 +375,7 @@ def _advise(spec: PatchSpec, state: _State, env: Environment) -> None:
         return
     if spec.name not in _advised:
         _advised.add(spec.name)
-        message = f"tf-patches: {spec.title}: {state.reason} ({spec.issue_url})"
+        message = f"tf-patches: {spec.title}: {state.reason} ({spec.issue})"
         logger.info(message)  # the warning below is what users see; logging would repeat it
         warn_in_passing(message, AdvisoryWarning, 4)  # under -W error too, the patches after it apply
 
@@ -496,7 +496,7 @@ def _report() -> Report:
         for spec in registry.specs():
             state = _states.get(spec.name) or _State()
             later = state.ctx.later_reason if state.status == APPLIED and state.ctx is not None else None
-            rows.append(Row(spec.name, spec.title, state.status, later or state.reason, spec.issue_url))
+            rows.append(Row(spec.name, spec.title, state.status, later or state.reason, spec.issue))
         env = _env
     return Report(tuple(rows), env, lambda: _fingerprint(env))
 

@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import sys
 import threading
-from dataclasses import dataclass, field
-from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, Callable, List, Mapping, Optional, Tuple
+from types import ModuleType
+from typing import Any, List, Mapping, Optional, Tuple, Union
 
 from .environment import Environment
 from .errors import TfPatchesError
 from .gate import Gate, Verdict
 from .options import Option, core_options
-
-if TYPE_CHECKING:  # read from the patch modules; imported by those that declare them
-    from .canary import Finding
-    from .signature import Probe, Signature
-    from .traps import Trap
+from .patch import Patch, nothing
 
 PATCH_MODULES: Tuple[str, ...] = (
     "seed_kernel_cache",
@@ -41,12 +35,8 @@ PATCH_MODULES: Tuple[str, ...] = (
 )
 
 
-def _nothing(*_args: Any) -> None:
-    return None
-
-
 # What a patch module may define at its top level under a public name (no leading underscore):
-# the declaration read by PatchSpec.from_module (ARCHITECTURE.md, "How to add a patch"), and the
+# the declaration read by from_module (ARCHITECTURE.md, "How to add a patch"), and the
 # helpers it lists in PUBLIC, which other modules (tests, tools, benchmarks, other patches) import.
 # Anything else public is refused: a misspelled SIGNTURE or LIFECYCLE_OPTION would be ignored.
 DECLARATIONS = frozenset({
@@ -97,115 +87,70 @@ def unknown_names(module: ModuleType) -> List[str]:
         sources = _sources(module)
         found = [name for name in found
                  if name not in namespace  # listed in PUBLIC, misspelled there
-                 or not any(getattr(source, name, _nothing) is namespace[name] for source in sources)]
+                 or not any(getattr(source, name, nothing) is namespace[name] for source in sources)]
     return found
 
 
-@dataclass(frozen=True)
-class PatchSpec:
-    """What a patch module declares, read once (:meth:`from_module`). (A docstring of its own also
-    spares ``dataclass`` an ``inspect.signature`` of the class to write one: ≈0.3 ms at import.)"""
-
-    name: str
-    title: str
-    issue_url: str
-    gate: Gate
-    options: Tuple[Option, ...]
-    precondition: Callable[[Environment, Mapping[str, Any]], Optional[str]]
-    prepare: Callable[..., None]
-    install: Callable[..., Optional[str]]
-    # An advisory patches nothing: when its gate matches, the report and a warning give this advice.
-    advise: Optional[Callable[[Environment], str]] = None
-    # Its leak's live signature, counted by `diagnose` (core/signature.py): both or neither.
-    signature: Optional["Signature"] = None
-    probe: Optional[Callable[[], "Probe"]] = None
-    # Its upstream canary, run by scripts/canary.py (core/canary.py).
-    canary: Optional[Callable[[], "Finding"]] = None
-    # A reproducibility trap's declaration, read by `tf-patches repro` (core/traps.py).
-    trap: Optional["Trap"] = None
-    # apply_all keywords under which it installs on a CPU machine where the defaults do not (an
-    # opt-in asked for, the build it is for described with env=): for the lifecycle suite and the canary.
-    # Not compared: a mapping has no hash, and a PatchSpec stays hashable.
-    lifecycle_options: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}), compare=False)
-    # (module under tensorflow, attribute) it needs beyond those it replaces: a moved-symbol check.
-    lifecycle_needs: Tuple[Tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_module(cls, module: ModuleType) -> "PatchSpec":
-        missing = [attr for attr in ("NAME", "TITLE", "ISSUE_URL", "GATE") if not hasattr(module, attr)]
-        if not (hasattr(module, "install") or hasattr(module, "advise")):
-            missing.append("install (or advise, for an advisory)")
-        if hasattr(module, "SIGNATURE") != hasattr(module, "PROBE"):
-            missing.append("PROBE (it declares SIGNATURE)" if hasattr(module, "SIGNATURE")
-                           else "SIGNATURE (it declares PROBE)")
-        if missing:
-            raise TypeError(f"patch module {module.__name__} lacks {', '.join(missing)}")
-        unknown = unknown_names(module)
-        if unknown:
-            import difflib  # only to word the refusal
-
-            guesses = [f"{name} (did you mean {close[0]}?)" if close else name
-                       for name in unknown for close in [difflib.get_close_matches(name, DECLARATIONS, 1)]]
-            raise TypeError(
-                f"patch module {module.__name__} defines public names tf-patches does not know: "
-                f"{', '.join(guesses)}. A patch module declares {', '.join(sorted(DECLARATIONS))}; "
-                "a helper that other modules import is listed in PUBLIC, any other gets a leading underscore")
-        signature = getattr(module, "SIGNATURE", None)
-        if signature is not None:
-            signature = dataclasses.replace(signature, patch=module.NAME)
-        trap = getattr(module, "TRAP", None)
-        if trap is not None:
-            trap = dataclasses.replace(trap, patch=module.NAME)
-        return cls(
-            name=module.NAME,
-            title=module.TITLE,
-            issue_url=module.ISSUE_URL,
-            gate=module.GATE,
-            options=tuple(getattr(module, "OPTIONS", ())),
-            precondition=getattr(module, "precondition", _nothing),
-            prepare=getattr(module, "prepare", _nothing),
-            install=getattr(module, "install", _nothing),
-            advise=getattr(module, "advise", None),
-            signature=signature,
-            probe=getattr(module, "PROBE", None),
-            canary=getattr(module, "canary", None),
-            trap=trap,
-            lifecycle_options=MappingProxyType(dict(getattr(module, "LIFECYCLE_OPTIONS", {}))),
-            lifecycle_needs=tuple(getattr(module, "LIFECYCLE_NEEDS", ())),
-        )
-
-    @classmethod
-    def unloadable(cls, name: str, exc: BaseException) -> "PatchSpec":
-        """A built-in patch whose module cannot be loaded (an import error, a module refused by
-        :meth:`from_module`): it fails when applied, with the reason, and the others apply."""
-        reason = f"tf_patches.patches.{name} could not be loaded: {type(exc).__name__}: {exc}"
-
-        def refuse(_ctx: Any) -> None:
-            raise TfPatchesError(reason)
-
-        return _Unloadable(name=name, title=f"{name} (not loaded)", issue_url="", gate=Gate(), options=(),
-                           precondition=_nothing, prepare=refuse, install=refuse)
-
-    def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:
-        verdict, reason = self.gate.check(env)
-        if verdict is False:
-            return verdict, reason
-        extra = self.precondition(env, options)
-        if extra:
-            return False, extra
-        return verdict, reason
+# The registry's name for a declaration, as the engine, the tools and the tests read it.
+PatchSpec = Patch
 
 
-class _Unloadable(PatchSpec):
+def _old_protocol(module: ModuleType) -> Patch:
+    """A module of the 0.2 protocol (NAME, TITLE, ... as module names), read into a Patch."""
+    missing = [attr for attr in ("NAME", "TITLE", "ISSUE_URL", "GATE") if not hasattr(module, attr)]
+    if missing:
+        raise TypeError(f"patch module {module.__name__} lacks {', '.join(missing)}")
+    unknown = unknown_names(module)
+    if unknown:
+        import difflib  # only to word the refusal
+
+        guesses = [f"{name} (did you mean {close[0]}?)" if close else name
+                   for name in unknown for close in [difflib.get_close_matches(name, DECLARATIONS, 1)]]
+        raise TypeError(
+            f"patch module {module.__name__} defines public names tf-patches does not know: "
+            f"{', '.join(guesses)}. A patch module declares {', '.join(sorted(DECLARATIONS))}; "
+            "a helper that other modules import is listed in PUBLIC, any other gets a leading underscore")
+    return Patch(name=module.NAME, title=module.TITLE, issue=module.ISSUE_URL, gate=module.GATE,
+                 options=getattr(module, "OPTIONS", ()), precondition=getattr(module, "precondition", nothing),
+                 prepare=getattr(module, "prepare", nothing), install=getattr(module, "install", None),
+                 advise=getattr(module, "advise", None), signature=getattr(module, "SIGNATURE", None),
+                 probe=getattr(module, "PROBE", None), canary=getattr(module, "canary", None),
+                 trap=getattr(module, "TRAP", None), lifecycle_options=getattr(module, "LIFECYCLE_OPTIONS", {}))
+
+
+def from_module(module: ModuleType) -> Patch:
+    """The declaration of a patch module: its ``PATCH`` (core/patch.py)."""
+    declared = getattr(module, "PATCH", None)
+    if declared is None:
+        return _old_protocol(module)
+    if not isinstance(declared, Patch):
+        raise TypeError(f"patch module {module.__name__}: PATCH must be a tf_patches.core.patch.Patch, "
+                        f"got {type(declared).__name__}")
+    return declared
+
+
+def _unloadable(name: str, exc: BaseException) -> Patch:
+    """A built-in patch whose module cannot be loaded (an import error, a declaration refused): it
+    fails when applied, with the reason, and the others apply."""
+    reason = f"tf_patches.patches.{name} could not be loaded: {type(exc).__name__}: {exc}"
+
+    def refuse(_ctx: Any) -> None:
+        raise TfPatchesError(reason)
+
+    return _Unloadable(name=name, title=f"{name} (not loaded)", issue="", gate=Gate(), prepare=refuse,
+                       install=refuse)
+
+
+class _Unloadable(Patch):
     def check(self, env: Environment, options: Mapping[str, Any]) -> Verdict:
         return True, ""  # on every build, TF or not: it fails when prepared, with the reason
 
 
-_specs: List[PatchSpec] = []
+_specs: List[Patch] = []
 _lock = threading.RLock()  # the first specs() may come from many threads at once
 
 
-def specs() -> Tuple[PatchSpec, ...]:
+def specs() -> Tuple[Patch, ...]:
     """The registered patches (the built-in ones are loaded on first use, once, whichever thread
     asks first)."""
     if not _specs:
@@ -217,16 +162,17 @@ def specs() -> Tuple[PatchSpec, ...]:
     return tuple(_specs)
 
 
-def _load(name: str) -> PatchSpec:
+def _load(name: str) -> Patch:
     try:
-        return PatchSpec.from_module(importlib.import_module(f"tf_patches.patches.{name}"))
+        return from_module(importlib.import_module(f"tf_patches.patches.{name}"))
     except Exception as exc:  # never break the host program: the patch fails alone, with the reason
-        return PatchSpec.unloadable(name, exc)
+        return _unloadable(name, exc)
 
 
-def register(module: ModuleType) -> PatchSpec:
-    """Add a patch module of your own (same shape as the built-in ones) after the built-in ones."""
-    spec = PatchSpec.from_module(module)
+def register(patch: Union[Patch, ModuleType]) -> Patch:
+    """Add a patch of your own after the built-in ones: a :class:`Patch`, or a module declaring
+    one as ``PATCH`` (the built-in ones' shape)."""
+    spec = patch if isinstance(patch, Patch) else from_module(patch)
     with _lock:
         if spec.name in names():
             raise ValueError(f"a patch named {spec.name!r} is already registered")
@@ -256,6 +202,6 @@ def names() -> Tuple[str, ...]:
     return tuple(spec.name for spec in specs())
 
 
-def by_name(name: str) -> Optional[PatchSpec]:
+def by_name(name: str) -> Optional[Patch]:
     """The registered patch named ``name``, or None."""
     return next((found for found in specs() if found.name == name), None)

@@ -278,7 +278,7 @@ def _steady(per_process: Sequence[ProcessFigures], start: float) -> Optional[Ste
 def _issue(signature: Signature) -> Tuple[str, bool]:
     """The patch's issue URL, and whether it is an advisory (no fix to run)."""
     spec = by_name(signature.patch)
-    return (spec.issue_url, spec.advise is not None) if spec is not None else ("", False)
+    return (spec.issue, spec.advise is not None) if spec is not None else ("", False)
 
 
 def _seen(signature: Signature, count: int, estimate: Estimate, version: str) -> Seen:

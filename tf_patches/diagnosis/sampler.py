@@ -152,7 +152,7 @@ class Diagnosis:
             advice = spec.advise(env) if spec.advise is not None else ""
             if advice:  # an advisory with nothing to say before its signature fires adds no condition
                 self._seen.conditions.append({"patch": spec.name, "title": spec.title,
-                                         "advice": advice, "issue": spec.issue_url})
+                                         "advice": advice, "issue": spec.issue})
             if spec.probe is None or spec.signature is None:
                 continue
             try:
