@@ -21,9 +21,9 @@ from tf_patches.patches import eager_py_function as patch
 
 from .fresh import unpatched_and_patched
 
-NAME = patch.NAME
-inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
-                                 reason=f"installed TensorFlow is outside {patch.GATE.describe()}")
+NAME = patch.PATCH.name
+inside_gate = pytest.mark.skipif(not patch.PATCH.gate.check(detect())[0],
+                                 reason=f"installed TensorFlow is outside {patch.PATCH.gate.describe()}")
 pytestmark = inside_gate
 
 CALLS = 1500  # ≈40 KiB per call unpatched on 2.12 and 2.21: ≈58 MiB, far above the 20 MiB bound

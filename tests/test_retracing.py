@@ -12,7 +12,7 @@ import tf_patches
 from tf_patches.core.signature import DIAGNOSING
 from tf_patches.patches import retracing as patch
 
-NAME = patch.NAME
+NAME = patch.PATCH.name
 
 
 def test_apply_all_skips_it_and_warns_nothing(tf):

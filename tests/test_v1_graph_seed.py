@@ -15,9 +15,9 @@ from tf_patches.patches import v1_graph_seed as patch
 
 from .fresh import run_fresh
 
-NAME = patch.NAME
-inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
-                                 reason=f"installed TensorFlow is outside {patch.GATE.describe()}")
+NAME = patch.PATCH.name
+inside_gate = pytest.mark.skipif(not patch.PATCH.gate.check(detect())[0],
+                                 reason=f"installed TensorFlow is outside {patch.PATCH.gate.describe()}")
 
 DRAWS = """
     import json

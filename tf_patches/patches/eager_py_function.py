@@ -27,15 +27,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..core.canary import Finding, per_1000
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
+from ..core.patch import Patch
 from ..core.units import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, attribute_after, by_minor
 from ._py_funcs import release_from_graph
-
-NAME = "eager_py_function"
-TITLE = "Eager tf.py_function reuses its kernels: no growth per call"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35010"
-# Measured on 2.12.1 and 2.21.0, reproduced on every release between (issue 9); open upstream.
-GATE = Gate(versions=">=2.12")
 
 
 class _Pending(threading.local):
@@ -123,7 +118,7 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="eager tf.py_function calls, each a new kernel and a callback kept",
     # This module's docstring: 39,700 KiB per 1,000 calls on 2.21.0, 43,000 on 2.12.1.
     unit_bytes=by_minor({"2.12": 43_000 * KIB // 1000}, 39_700 * KIB // 1000), floor=16,
@@ -159,9 +154,6 @@ class FreshPyFuncTokens(Probe):
         return len(self._tokens)
 
 
-PROBE = FreshPyFuncTokens
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import tensorflow as tf
@@ -169,3 +161,17 @@ def canary() -> Finding:
     x = tf.constant(1.0)
     kib = per_1000(lambda: tf.py_function(lambda v: v + 1, [x], tf.float32), 1500, 100)
     return Finding(kib > 1000, f"{kib:,.0f} KiB per 1,000 eager tf.py_function calls")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="eager_py_function",
+    title="Eager tf.py_function reuses its kernels: no growth per call",
+    issue="https://github.com/tensorflow/tensorflow/issues/35010",
+    # Measured on 2.12.1 and 2.21.0, reproduced on every release between (issue 9); open upstream.
+    gate=Gate(versions=">=2.12"),
+    install=install,
+    signature=_SIGNATURE,
+    probe=FreshPyFuncTokens,
+    canary=canary,
+)

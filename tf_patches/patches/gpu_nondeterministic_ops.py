@@ -12,12 +12,8 @@ from typing import Any, Mapping, Optional
 from ..core.canary import Finding
 from ..core.environment import Environment
 from ..core.gate import Gate
+from ..core.patch import Patch
 from .op_determinism import known_gpu_gaps
-
-NAME = "gpu_nondeterministic_ops"
-TITLE = "Advisory: GPU ops that stay non-deterministic in this TensorFlow version"
-ISSUE_URL = "https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow_status.md"
-GATE = Gate(versions=">=1.14", requires_gpu=True)
 
 
 def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
@@ -40,3 +36,15 @@ def advise(env: Environment) -> str:
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     return Finding(None, "GPU only: NVIDIA's status table, not measurable on a CPU")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="gpu_nondeterministic_ops",
+    title="Advisory: GPU ops that stay non-deterministic in this TensorFlow version",
+    issue="https://github.com/NVIDIA/framework-reproducibility/blob/master/doc/d9m/tensorflow_status.md",
+    gate=Gate(versions=">=1.14", requires_gpu=True),
+    precondition=precondition,
+    advise=advise,
+    canary=canary,
+)

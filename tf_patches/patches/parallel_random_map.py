@@ -30,13 +30,11 @@ from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.errors import ReproducibilityWarning, logger
 from ..core.gate import Gate
+from ..core.patch import Patch
 from . import _dataset_functions as functions
 
 NAME = "parallel_random_map"
-TITLE = "Parallel tf.data maps whose random draws follow thread timing"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/13932"
-GATE = Gate(versions=">=2.0")
-TRAP = traps.Trap(
+_TRAP = traps.Trap(
     explanation="a parallel tf.data map draws from stateful random ops, so which element gets which "
                 "draw follows thread timing and the values differ from run to run",
     fix="turn on op determinism (apply_all(deterministic=True): the map then runs serially), or draw "
@@ -133,3 +131,15 @@ def canary() -> Finding:
     runs = [np.array(list(dataset.as_numpy_iterator())) for _ in range(4)]
     differ = sum(not np.array_equal(runs[0], run) for run in runs[1:])
     return Finding(differ > 0, f"{differ} of 3 iterations of a parallel seeded random map differ from the first")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="Parallel tf.data maps whose random draws follow thread timing",
+    issue="https://github.com/tensorflow/tensorflow/issues/13932",
+    gate=Gate(versions=">=2.0"),
+    install=install,
+    canary=canary,
+    trap=_TRAP,
+)

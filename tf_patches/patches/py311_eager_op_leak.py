@@ -14,13 +14,10 @@ from ..core.canary import Finding, per_1000
 from ..core.context import tf_module
 from ..core.environment import Environment
 from ..core.gate import Gate
+from ..core.patch import Patch
 from ..core.units import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
-NAME = "py311_eager_op_leak"
-TITLE = "Advisory: every eager op leaks a little on Python ≥ 3.11 with TensorFlow < 2.17"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/62551"
-GATE = Gate(versions=">=2.12,<2.17", python=">=3.11")  # 2.12: the first TF for Python 3.11
 
 # MB per 100,000 eager tf.zeros calls, by TF minor version (measured on Python 3.11).
 _MEASURED_MB = {"2.12": 9, "2.13": 9, "2.14": 9, "2.15": 9, "2.16": 64}
@@ -37,7 +34,7 @@ def advise(env: Environment) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="eager tensors made (each leaks a little on Python >= 3.11 with TF < 2.17)",
     # The leak is per EagerTensor, whether an op made it or a conversion did: one 24-byte block
     # never freed (tracemalloc, 2.12.1), 16-34 B of RSS per tensor in a fresh loop on 2.12.1
@@ -74,9 +71,6 @@ class EagerTensors(Probe):
             return max(0, self._uid() - self._start - self._reads)
 
 
-PROBE = EagerTensors
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import tensorflow as tf
@@ -84,3 +78,17 @@ def canary() -> Finding:
     mb = per_1000(lambda: tf.zeros([1]), 30000, 2000) * 100 * KIB / 1e6
     # 9 MB per 100,000 calls on 2.12–2.15, 64 on 2.16, 0 from 2.17 (Python 3.11)
     return Finding(mb > 3, f"{mb:.1f} MB per 100,000 eager tf.zeros calls")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="py311_eager_op_leak",
+    title="Advisory: every eager op leaks a little on Python ≥ 3.11 with TensorFlow < 2.17"
+,
+    issue="https://github.com/tensorflow/tensorflow/issues/62551",
+    gate=Gate(versions=">=2.12,<2.17", python=">=3.11"),  # 2.12: the first TF for Python 3.11
+    advise=advise,
+    signature=_SIGNATURE,
+    probe=EagerTensors,
+    canary=canary,
+)

@@ -25,13 +25,10 @@ from ..core.canary import Finding, per_1000
 from ..core.context import tf_module
 from ..core.environment import Environment
 from ..core.gate import Gate
+from ..core.patch import Patch
 from ..core.units import KIB
 from ..core.signature import DIAGNOSING, EagerExecutions, Installer, Probe, Signature, by_minor
 
-NAME = "retracing"
-TITLE = "Diagnose only: a tf.function traced again per call (new Python values or shapes)"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/124972"
-GATE = Gate(versions=">=2.12")  # tf.function's class at polymorphic_function.Function from 2.12
 _FUNCTION_MODULE = "python.eager.polymorphic_function.polymorphic_function"
 
 
@@ -48,7 +45,7 @@ def advise(env: Environment) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="retraces (a tf.function traced again while it lives: a new graph kept per new Python value or shape)",
     # The RSS slope per trace of a function kept alive, Python ints or new shapes (docs/measurements.md).
     unit_bytes=by_minor({"2.12": 209 * KIB, "2.14": 209 * KIB, "2.21": 165 * KIB}, None), floor=10,
@@ -92,9 +89,6 @@ class Retraces(Probe):
         return self._count
 
 
-PROBE = Retraces
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import tensorflow as tf
@@ -108,3 +102,17 @@ def canary() -> Finding:
     kib = per_1000(lambda: step(x, next(calls)), 200, 20)
     # 2.21: ≈165,000 KiB per 1,000 retraces; by design, so "still needed" is the expected reading.
     return Finding(kib > 50_000, f"{kib:,.0f} KiB per 1,000 calls with a new Python int each")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="retracing",
+    title="Diagnose only: a tf.function traced again per call (new Python values or shapes)",
+    issue="https://github.com/tensorflow/tensorflow/issues/124972",
+    gate=Gate(versions=">=2.12"),  # tf.function's class at polymorphic_function.Function from 2.12
+    precondition=precondition,
+    advise=advise,
+    signature=_SIGNATURE,
+    probe=Retraces,
+    canary=canary,
+)

@@ -19,12 +19,7 @@ from __future__ import annotations
 from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
-
-NAME = "v1_graph_seed"
-TITLE = "Eager global seed carried into the graph by disable_eager_execution"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35739"
-# Every 2.x measured loses the seed (2.12.1, 2.21.0 here; 2.15, 2.19 in issue 9; 2.1 upstream).
-GATE = Gate(versions=">=2.0")
+from ..core.patch import Patch
 
 
 def install(ctx: PatchContext) -> str:
@@ -62,3 +57,15 @@ def canary() -> Finding:
     seeds = (op.get_attr("seed"), op.get_attr("seed2"))
     return Finding(seeds == (0, 0), f"graph-mode draw after the switch: seed, seed2 = {seeds}"
                    + (" (unseeded)" if seeds == (0, 0) else ""))
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="v1_graph_seed",
+    title="Eager global seed carried into the graph by disable_eager_execution",
+    issue="https://github.com/tensorflow/tensorflow/issues/35739",
+    # Every 2.x measured loses the seed (2.12.1, 2.21.0 here; 2.15, 2.19 in issue 9; 2.1 upstream).
+    gate=Gate(versions=">=2.0"),
+    install=install,
+    canary=canary,
+)
