@@ -245,6 +245,60 @@ def test_outputs_are_compared_from_their_first_differing_character_as_line_by_li
     assert masking.line_count(first) == len(lines_first) and masking.line_count("a") == 1 == len(final_lines("a"))
 
 
+def _log(run: int, lines: int) -> List[str]:
+    """A training log whose lines differ between runs only where masks hide it: time stamps of
+    each kind, durations on timing lines, PIDs where they stand as PIDs, temporary folders, TF's
+    log prefix (not only on the first line), ``\\r`` redraws."""
+    made = []
+    for index in range(lines):
+        made.append([
+            f"2026-11-27 10:{(index // 60 + run) % 60:02d}:{(index + run) % 60:02d},{index % 1000:03d} INFO step {index} loss 0.{index * 7919 % 10000:04d}",
+            f"epoch {index} took {1.5 + run} s, ETA {3 + run}:00",
+            f"[{2 + run}] INFO batch {index} at {NOW - run:.3f}",
+            f"I1127 16:12:0{run}.123456  140{run} a.cc:12] step {index}",
+            f"saved /tmp/tmpab{run}cd34e/model-{index}.ckpt from pid {100 + run} (run_20261127_16120{run})",
+            f"loading {run}%\rloaded shard {index:07d}",
+            f"value [{index % 7}] of {index}",
+        ][index % 7])
+    return made
+
+
+# What line by line is a difference, each kept a difference by masking a block of lines: a
+# duration on a result line, a PID's number as a count, "[2]" ending a line (a log prefix only if a
+# message follows on its own line), an epoch time outside the runs' window, TF's prefix mid-line.
+BLOCK_TRAPS = [("result 11.1 min", "result 22.2 min"), ("misclassified: 2 of 10", "misclassified: 3 of 10"),
+               ("value [2]", "value [3]"), ("seed 1000000000", "seed 1000000001"),
+               ("x I1127 16:12:03.123456  1402 a.cc:12] up", "x I1127 16:12:04.123456  1403 a.cc:12] up"),
+               ("loss 0.1234 at 10:00:01", "loss 0.1235 at 10:00:02")]
+
+
+@pytest.mark.parametrize("trap", [None, *range(len(BLOCK_TRAPS))])
+def test_masking_a_block_of_lines_agrees_with_masking_each_line(trap: Optional[int],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past the masked lines it lists, compare_texts masks whole blocks of lines (a regex per block,
+    not a dozen per line): it must find what line by line finds, deep inside a log whose every
+    line differs (limit=0: blocks from the first line; an unbounded limit: line by line)."""
+    masker = Masker(pids=(2, 3), window=WINDOW)
+    ours, theirs = _log(0, 3 * masking.BLOCK_LINES), _log(1, 3 * masking.BLOCK_LINES)
+    if trap is not None:
+        deep = 2 * masking.BLOCK_LINES + 1234
+        ours[deep], theirs[deep] = BLOCK_TRAPS[trap]
+        ours[deep + 1] = theirs[deep + 1] = "INFO next"  # "[2]" then a message: on another line
+    first, other = "\n".join(ours) + "\n", "\n".join(theirs) + "\n"
+    blocks: List[int] = []
+    real = masking._block_equal
+    monkeypatch.setattr(masking, "_block_equal", lambda a, b, m: blocks.append(len(a)) or real(a, b, m))
+    fast, _ = masking.compare_texts(first, other, masker, limit=0)
+    assert sum(blocks) >= 2 * masking.BLOCK_LINES  # blocks were masked, not lines
+    slow, listed = masking.compare_texts(first, other, masker, limit=10 ** 9)
+    assert fast == slow
+    if trap is None:
+        differing = sum(a != b for a, b in zip(final_lines(first), final_lines(other)))
+        assert slow is None and len(listed) == differing > len(ours) // 2  # each masked
+    else:
+        assert slow is not None and (slow.line, slow.first, slow.other) == (deep + 1, *BLOCK_TRAPS[trap])
+
+
 def test_files_are_compared_to_their_first_differing_byte(tmp_path: Path) -> None:
     data = bytes(range(256)) * 9000  # over two of the chunks they are read in
     changed = bytearray(data)

@@ -60,8 +60,10 @@ def _mask(name: str, pattern: str, replacement: str, flags: int = 0, needs: Tupl
 
 # glog/absl's prefix (TF's C++ start-up lines): "I1127 16:12:03.123456  140234 file.cc:12]", its
 # time and thread id; TF's earliest lines print "I0000 00:00:1764262323.123456". First: whole.
+# Every mask matches within one line (MULTILINE "^", no "\s" that could take a newline): masked
+# as a block of lines joined, the lines come out as each masked alone (:func:`_block_equal`).
 _LOG_PREFIX = _mask(TIME, r"^([IWEF])\d{4} +\d\d:\d\d:\d+(?:\.\d+)? +\d+ (?=[^\s:]+:\d+\])",
-                    r"\1<TIME> <THREAD> ")
+                    r"\1<TIME> <THREAD> ", re.MULTILINE)
 # Masked on every line, in this order (the longer forms first).
 _ALWAYS: Tuple[_Mask, ...] = (
     # Dates and times of day: ISO 8601, `date`'s and asctime's forms, clock times.
@@ -131,7 +133,7 @@ class Masker:
         ``timing``: whether the whole line is about timing, where ``line`` is a piece of it."""
         printed = line
         names: List[str] = []
-        for name, change, timing_only, needs in _steps(self.ignore, self.window, tuple(sorted(set(self.pids)))):
+        for name, change, timing_only, needs, _ in _steps(self.ignore, self.window, tuple(sorted(set(self.pids)))):
             if needs and not any(text in line for text in needs):  # cannot match: a regex spared
                 continue
             if timing_only:  # judged on the line as printed (a slow search: made only where a
@@ -151,20 +153,22 @@ class Masker:
 
 @functools.lru_cache(maxsize=16)  # per comparison, not per line
 def _steps(ignore: Tuple[Pattern[str], ...], window: Optional[Tuple[float, float]],
-           pids: Tuple[int, ...]) -> Tuple[Tuple[str, Callable[[str], str], bool, Tuple[str, ...]], ...]:
+           pids: Tuple[int, ...]) -> Tuple[Tuple[str, Callable[[str], str], bool, Tuple[str, ...], int], ...]:
     """The masks in the order they apply: each one's name, what it does, whether only on a
-    timing line, and what a line must hold for it to change anything."""
-    first: List[Tuple[str, Callable[[str], str]]] = [
-        *((IGNORED, functools.partial(pattern.sub, "<IGNORED>")) for pattern in ignore),
-        (_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement)),
-        (TEMPORARY_PATH, _temporary_paths), (TIME, _compact_times)]
+    timing line, what a line must hold for it to change anything, and the run of digits it needs
+    (a test made on a block of lines, :func:`_block_equal`)."""
+    first: List[Tuple[str, Callable[[str], str], int]] = [
+        *((IGNORED, functools.partial(pattern.sub, "<IGNORED>"), 0) for pattern in ignore),
+        (_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement), 0),
+        (TEMPORARY_PATH, _temporary_paths, 0), (TIME, _compact_times, 8)]  # 20261127-...: 8 digits
     if window is not None:
-        first.append((TIME, functools.partial(_epoch_times, window)))
-    steps = [(name, change, False, ()) for name, change in first]
-    steps += [(mask.name, functools.partial(mask.pattern.sub, mask.replacement), False, mask.needs) for mask in _ALWAYS]
-    steps.append((DURATION, functools.partial(_DURATION.sub, "<DURATION>"), True, ()))
+        first.append((TIME, functools.partial(_epoch_times, window), 10))
+    steps = [(name, change, False, (), digits) for name, change, digits in first]
+    steps += [(mask.name, functools.partial(mask.pattern.sub, mask.replacement), False, mask.needs, 0)
+              for mask in _ALWAYS]
+    steps.append((DURATION, functools.partial(_DURATION.sub, "<DURATION>"), True, (), 0))
     if pids:
-        steps.append((PID, functools.partial(_run_pids, pids), False, ()))
+        steps.append((PID, functools.partial(_run_pids, pids), False, (), 0))
     return tuple(steps)
 
 
@@ -289,7 +293,14 @@ def compare_texts(first: str, other: str, masker: Masker, limit: int = 50
     offset = first.count("\n", 0, start)
     ours, theirs = _raw_lines(first[start:]), _raw_lines(other[start:])
     masked: List[MaskedLine] = []
-    for index in range(max(len(ours), len(theirs))):
+    index, common = -1, min(len(ours), len(theirs))
+    while index + 1 < max(len(ours), len(theirs)):
+        index += 1
+        if len(masked) >= limit and index < common:  # nothing more to list: masked a block at a time
+            index += _equal_lines(ours, theirs, index, min(index + BLOCK_LINES, common), masker)
+            if index >= common:
+                index -= 1
+                continue
         a = ours[index] if index < len(ours) else None
         b = theirs[index] if index < len(theirs) else None
         if a == b:
@@ -303,6 +314,100 @@ def compare_texts(first: str, other: str, masker: Masker, limit: int = 50
         if len(masked) < limit:
             masked.append(MaskedLine(offset + index + 1, a, b, names))
     return None, masked
+
+
+BLOCK_LINES = 8192  # lines masked as one block once the lines to list are found
+
+
+def _equal_lines(ours: List[str], theirs: List[str], start: int, end: int, masker: Masker) -> int:
+    """How many lines from ``start`` (before ``end``) are equal once rendered and masked, judged
+    a block at a time (:func:`_block_equal`); the caller judges the next one line by line. Lines
+    long enough to be masked around their difference (:func:`masked_equal`) end a block."""
+    judged = start
+    while judged < end:
+        a, b = ours[judged:end], theirs[judged:end]
+        if a != b:
+            a, b = [_rendered(line) for line in a], [_rendered(line) for line in b]
+            if max(map(len, a)) + max(map(len, b)) > 2 * LONG_LINE:
+                long = next(at for at, pair in enumerate(zip(a, b)) if len(pair[0]) + len(pair[1]) > 2 * LONG_LINE)
+                if long == 0:
+                    return judged - start
+                a, b = a[:long], b[:long]
+            differs = _block_equal(a, b, masker)
+            if differs is not None:
+                return judged + differs - start
+        judged += len(a)
+    return judged - start
+
+
+def _block_equal(first: List[str], other: List[str], masker: Masker) -> Optional[int]:
+    """Whether rendered lines are equal once masked, each mask run once over each side's lines
+    joined rather than a dozen regular expressions per line (the cost of a log whose every line
+    has its own time stamp): None, or the index of the first pair that differs. The same answer as
+    :meth:`Masker.explain` line by line: every mask matches within a line, one that needs text a
+    block lacks could change none of its lines, durations are masked only on lines about timing
+    (judged on each printed line), and once the blocks are equal later masks keep them so."""
+    steps = _steps(masker.ignore, masker.window, tuple(sorted(set(masker.pids))))
+    ignored = len(masker.ignore)
+    sides = []
+    for lines in (first, other):
+        for _, change, _, _, _ in steps[:ignored]:  # the user's patterns may span lines: line by line
+            lines = [change(line) for line in lines]
+        sides.append("\n".join(lines))
+    a, b = sides
+    # ASCII digits as 0 (a translation at memory speed): "a run of 8 digits" becomes a substring
+    # test. Masks only replace text with placeholders, so no later run is longer than these.
+    digits_a, digits_b = (side.translate(_ZEROS) if side.isascii() else None for side in sides)
+    timing_left = True
+    for _, change, timing_only, needs, digits in steps[ignored:]:
+        if a == b and (not timing_left or not _may_hold_duration(a)):
+            return None
+        if timing_only:
+            a, b = _durations(a, first, change), _durations(b, other, change)
+            timing_left = False
+            continue
+        if _may_change(a, needs, digits, digits_a):
+            a = change(a)
+        if _may_change(b, needs, digits, digits_b):
+            b = change(b)
+    if a == b:
+        return None
+    return next(at for at, pair in enumerate(zip(a.split("\n"), b.split("\n"))) if pair[0] != pair[1])
+
+
+_ZEROS = str.maketrans("123456789", "000000000")
+
+
+def _may_change(block: str, needs: Tuple[str, ...], digits: int, zeros: Optional[str]) -> bool:
+    """Whether a mask could change a line of ``block``: it holds one of ``needs`` and a run of
+    ``digits`` digits (``zeros``: the block's digits as 0, None where it is not ASCII)."""
+    if needs and not any(text in block for text in needs):
+        return False
+    return not digits or zeros is None or "0" * digits in zeros
+
+
+_HINTS = str.maketrans("123456789umsh", "000000000nnnn")
+
+
+def _may_hold_duration(block: str) -> bool:
+    """``_DURATION_HINT.search(block)``, on an ASCII block as two substring tests (the search
+    scans at regex speed, ~20x slower)."""
+    if not block.isascii():
+        return _DURATION_HINT.search(block) is not None
+    hints = block.translate(_HINTS)
+    return "0n" in hints or "0 n" in hints
+
+
+def _durations(block: str, printed: List[str], change: Callable[[str], str]) -> str:
+    """``change`` (the duration mask) applied to the lines of ``block`` whose printed line is about
+    timing."""
+    if not _may_hold_duration(block):
+        return block
+    lines = block.split("\n")
+    for at, line in enumerate(lines):
+        if _DURATION_HINT.search(line) is not None and _TIMING_LINE.search(printed[at]) is not None:
+            lines[at] = change(line)
+    return "\n".join(lines)
 
 
 def line_count(text: str) -> int:
@@ -493,7 +598,7 @@ def _prefix_pids(pids: Tuple[int, ...]) -> Pattern[str]:
     """A run's PID in brackets where a log format puts it: "[123] msg" or "[123:thread] msg"
     (at the start or after a blank), "name[123]: msg" (syslog). Not "a[2] = 1" nor "[2]" alone."""
     numbers = "(?:" + "|".join(str(pid) for pid in sorted(pids, reverse=True)) + ")"
-    prefix = r"(?:^|(?<=\s))\[(?=" + numbers + r"(?:\]\s+\S|[:\s][^\]\n]*\]))"
+    prefix = r"(?:^|(?<=\s))\[(?=" + numbers + r"(?:\][^\S\n]+\S|(?::|[^\S\n])[^\]\n]*\]))"  # within a line
     syslog = r"\b[A-Za-z][\w.-]*\[(?=" + numbers + r"\]:)"
     return re.compile(f"(?:{prefix}|{syslog})({numbers})")
 
