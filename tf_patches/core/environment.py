@@ -7,10 +7,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Dict, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from .errors import brief, logger
+from .records import Record
 from .versions import local_tag, parse_version
 
 # Pip distributions that ship the ``tensorflow`` package, most specific first: where a machine
@@ -45,6 +45,9 @@ _KNOWN_KEYS = (
 )
 
 
+_THIS_PYTHON: Any = object()  # Environment's default python_version: this interpreter's, read at each call
+
+
 class GPU(NamedTuple):  # a NamedTuple: a quarter of a frozen dataclass's cost to define
     """One GPU as TensorFlow sees it; compute capability as a string such as ``"8.9"``."""
 
@@ -52,25 +55,38 @@ class GPU(NamedTuple):  # a NamedTuple: a quarter of a frozen dataclass's cost t
     compute_capability: Optional[str] = None
 
 
-@dataclass(frozen=True)
-class Environment:
+class Environment(Record):
     """The facts patches are gated on.
 
     ``complete`` is False while TensorFlow is not imported yet: CUDA, cuDNN and GPUs are then
     unknown. An environment made by :meth:`from_dict` is complete (the caller says it all).
+    ``notes`` are not compared. (A Record: a frozen dataclass's behaviour, issue 38.)
     """
 
-    distribution: Optional[str] = None
-    version: Optional[str] = None
-    cuda_version: Optional[str] = None
-    cudnn_version: Optional[str] = None
-    gpus: Tuple[GPU, ...] = ()
-    nvidia_tensorflow_version: Optional[str] = None
-    tensorflow_installed: bool = True
-    python_version: str = field(default_factory=lambda: _python_version())
-    complete: bool = False
-    source: str = "detected"
-    notes: Tuple[str, ...] = field(default=(), compare=False)
+    __slots__ = _shown = _fields = __match_args__ = (
+        "distribution", "version", "cuda_version", "cudnn_version", "gpus", "nvidia_tensorflow_version",
+        "tensorflow_installed", "python_version", "complete", "source", "notes")
+    _compared = _fields[:-1]
+    distribution: Optional[str]
+    version: Optional[str]
+    cuda_version: Optional[str]
+    cudnn_version: Optional[str]
+    gpus: Tuple[GPU, ...]
+    nvidia_tensorflow_version: Optional[str]
+    tensorflow_installed: bool
+    python_version: str
+    complete: bool
+    source: str
+    notes: Tuple[str, ...]
+
+    def __init__(self, distribution: Optional[str] = None, version: Optional[str] = None,
+                 cuda_version: Optional[str] = None, cudnn_version: Optional[str] = None, gpus: Tuple[GPU, ...] = (),
+                 nvidia_tensorflow_version: Optional[str] = None, tensorflow_installed: bool = True,
+                 python_version: str = _THIS_PYTHON, complete: bool = False, source: str = "detected",
+                 notes: Tuple[str, ...] = ()) -> None:
+        self._assign(distribution, version, cuda_version, cudnn_version, gpus, nvidia_tensorflow_version,
+                     tensorflow_installed, _python_version() if python_version is _THIS_PYTHON else python_version,
+                     complete, source, notes)
 
     @property
     def local_tag(self) -> Optional[str]:
@@ -140,7 +156,7 @@ class Environment:
             data = json.loads(text)
         except RecursionError:
             raise ValueError("JSON nested too deeply") from None
-        return replace(cls.from_dict(data), source=source)
+        return cls.from_dict(data)._replace(source=source)
 
     def to_json_text(self) -> str:
         """JSON that :meth:`from_json_text` reads back as this description (the keys
@@ -151,7 +167,7 @@ class Environment:
         return json.dumps({key: data[key] for key in _KNOWN_KEYS if key in data}, sort_keys=True)
 
     def to_dict(self) -> Dict[str, Any]:
-        data = asdict(self)
+        data = {name: getattr(self, name) for name in self._fields}  # asdict(): gpus and notes are redone below
         data["gpus"] = [gpu._asdict() for gpu in self.gpus]
         data["notes"] = list(self.notes)
         data["nvidia_build"] = self.nvidia_build
@@ -329,8 +345,7 @@ def complete(env: Environment, tf: Any) -> Environment:
             gpus = _list_gpus(tf)
         except Exception as exc:
             notes.append(f"GPU listing failed: {type(exc).__name__}: {exc}")
-    return replace(
-        env,
+    return env._replace(
         version=version,
         cuda_version=str(cuda) if cuda else None,
         cudnn_version=str(cudnn) if cudnn else None,

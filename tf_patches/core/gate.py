@@ -9,10 +9,10 @@ specifiers are read and matched by :mod:`tf_patches.core.versions`, which names 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, FrozenSet, Optional, Tuple
 
 from .errors import brief
+from .records import Record
 from .versions import local_tag, matches, parse_version, release, specifier_clauses  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -22,8 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
 Verdict = Tuple[Optional[bool], str]
 
 
-@dataclass(frozen=True)
-class Gate:
+class Gate(Record):
     """The builds a patch applies to.
 
     ``versions`` is a specifier set on releases (``">=2.0"``, ``">=2.6,!=2.15.*"``: PEP 440's
@@ -32,19 +31,25 @@ class Gate:
     (False) NVIDIA's builds; ``requires_gpu`` needs at least one GPU; ``cuda`` is a specifier
     on the build's CUDA version; ``python`` one on the interpreter's version. ``fixed_in`` is the
     first release whose TensorFlow fixed the bug (an upper bound: its pre-releases and nightlies
-    count as fixed), ``fixed_by`` what fixed it, both named in the skipped reason.
+    count as fixed), ``fixed_by`` what fixed it, both named in the skipped reason. (A Record: a
+    frozen dataclass's behaviour, issue 38.)
     """
 
-    versions: str = ""
-    distributions: FrozenSet[str] = field(default_factory=frozenset)
-    nvidia_build: Optional[bool] = None
-    requires_gpu: bool = False
-    cuda: str = ""
-    python: str = ""
-    fixed_in: str = ""
-    fixed_by: str = ""
+    __slots__ = _fields = _compared = _shown = __match_args__ = (
+        "versions", "distributions", "nvidia_build", "requires_gpu", "cuda", "python", "fixed_in", "fixed_by")
+    versions: str
+    distributions: FrozenSet[str]
+    nvidia_build: Optional[bool]
+    requires_gpu: bool
+    cuda: str
+    python: str
+    fixed_in: str
+    fixed_by: str
 
-    def __post_init__(self) -> None:
+    def __init__(self, versions: str = "", distributions: FrozenSet[str] = frozenset(),
+                 nvidia_build: Optional[bool] = None, requires_gpu: bool = False, cuda: str = "",
+                 python: str = "", fixed_in: str = "", fixed_by: str = "") -> None:
+        self._assign(versions, distributions, nvidia_build, requires_gpu, cuda, python, fixed_in, fixed_by)
         # A bad specifier is a bug in the patch module: fail when the registry loads, in tests.
         for spec in (self.versions, self.cuda, self.python):
             specifier_clauses(spec)

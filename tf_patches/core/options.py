@@ -14,10 +14,10 @@ import numbers
 import operator
 import os
 import sys
-from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 from .errors import ConfigWarning, brief, logger, warn_in_passing
+from .records import Record
 
 _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off")
@@ -27,17 +27,20 @@ _QUOTED = 80  # a bad value is quoted up to this many characters (errors.brief)
 _MAX_PROBLEM = 600  # what is wrong with it, at most (the valid patch names fit)
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(Record):
     """One setting. ``convert`` turns a keyword value, a variable's text or a flag's text into the
     value, or raises ``ValueError``/``TypeError`` whose message names the valid values; it never
-    sees blank text, which means unset."""
+    sees blank text, which means unset. (A Record: a frozen dataclass's behaviour, issue 38.)"""
 
+    __slots__ = _fields = _compared = _shown = __match_args__ = ("name", "env_var", "convert", "default", "help")
     name: str
     env_var: str
     convert: Callable[[Any], Any]
     default: Any
     help: str
+
+    def __init__(self, name: str, env_var: str, convert: Callable[[Any], Any], default: Any, help: str) -> None:
+        self._assign(name, env_var, convert, default, help)
 
 
 def run_flag(name: str) -> str:

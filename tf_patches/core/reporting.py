@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property, partial
+from functools import partial
 from typing import Any, Callable, Dict, Iterator, NamedTuple, Optional, Tuple
 
 from .environment import Environment
+from .records import Record
 
 APPLIED = "applied"
 PENDING = "pending"
@@ -25,21 +25,35 @@ class Row(NamedTuple):  # a NamedTuple: a quarter of a frozen dataclass's cost t
     issue_url: str
 
 
-@dataclass(frozen=True)
-class Report:
-    """A snapshot; ``tf_patches.report()`` makes a new one each time it is asked."""
+_UNREAD: Any = object()
 
+
+class Report(Record):
+    """A snapshot; ``tf_patches.report()`` makes a new one each time it is asked. (A Record: a
+    frozen dataclass's behaviour, issue 38; ``read_fingerprint`` is neither shown nor compared.)"""
+
+    __slots__ = ("rows", "environment", "read_fingerprint", "_fingerprint")
+    _fields = ("rows", "environment", "read_fingerprint")
+    _compared = _shown = __match_args__ = ("rows", "environment")
     rows: Tuple[Row, ...]
-    environment: Optional[Environment] = None
+    environment: Optional[Environment]
     # Reads the fingerprint (core.fingerprint). Called at most once, on first use of `fingerprint`:
     # it reads installed packages and TF's settings, which apply_all() need not pay for.
-    read_fingerprint: Optional[Callable[[], Dict[str, Any]]] = field(default=None, repr=False, compare=False)
+    read_fingerprint: Optional[Callable[[], Dict[str, Any]]]
 
-    @cached_property  # a frozen dataclass still has a __dict__, where cached_property stores
+    def __init__(self, rows: Tuple[Row, ...], environment: Optional[Environment] = None,
+                 read_fingerprint: Optional[Callable[[], Dict[str, Any]]] = None) -> None:
+        self._assign(rows, environment, read_fingerprint)
+        object.__setattr__(self, "_fingerprint", _UNREAD)
+
+    @property
     def fingerprint(self) -> Optional[Dict[str, Any]]:
         """What decides the numbers besides code and seeds; for ``apply_all()``'s report, read when
         first asked (``tf_patches.report()`` reads it at once)."""
-        return self.read_fingerprint() if self.read_fingerprint is not None else None
+        if self._fingerprint is _UNREAD:
+            object.__setattr__(self, "_fingerprint",
+                               self.read_fingerprint() if self.read_fingerprint is not None else None)
+        return self._fingerprint
 
     def __reduce__(self) -> Tuple[Any, ...]:
         # Pickled (a report returned from map_isolated or a Ray task) with the fingerprint read
