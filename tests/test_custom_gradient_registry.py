@@ -16,9 +16,9 @@ from tf_patches.patches import custom_gradient_registry as patch
 
 from .fresh import unpatched_and_patched
 
-NAME = patch.NAME
-inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
-                                 reason=f"installed TensorFlow is outside {patch.GATE.describe()}")
+NAME = patch.PATCH.name
+inside_gate = pytest.mark.skipif(not patch.PATCH.gate.check(detect())[0],
+                                 reason=f"installed TensorFlow is outside {patch.PATCH.gate.describe()}")
 
 MODELS = 12  # ≈1.2 s each; 2.21 unpatched: 2 registrations and 3.8 MB per model, patched: 0 and 0.1 MB
 MB_PER_MODEL = 1.0

@@ -12,7 +12,7 @@ import pytest
 
 import tf_patches
 from tf_patches.core.retained import deep_size
-from tf_patches.patches.from_generator_release import SIGNATURE
+from tf_patches.patches.from_generator_release import PATCH
 
 MIB = 2**20
 GENERATOR = "from_generator_release"
@@ -54,7 +54,7 @@ def folds(tf, count: int, rows: int) -> None:
 
 @pytest.mark.parametrize("rows, low, high", [(262_144, MIB, MIB + 64 * 1024), (4, 0, 16 * 1024)])
 def test_kept_generators_are_sized_by_what_they_hold(tf, rows, low, high):
-    count = SIGNATURE.floor + 2  # a loop's worth: named, not "seen"
+    count = PATCH.signature.floor + 2  # a loop's worth: named, not "seen"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with tf_patches.diagnose(interval=0.2) as diagnosis:

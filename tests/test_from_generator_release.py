@@ -17,9 +17,9 @@ import tf_patches
 from tf_patches.core.environment import detect
 from tf_patches.patches import from_generator_release as patch
 
-NAME = patch.NAME
-inside_gate = pytest.mark.skipif(not patch.GATE.check(detect())[0],
-                                 reason=f"installed TensorFlow is outside {patch.GATE.describe()}")
+NAME = patch.PATCH.name
+inside_gate = pytest.mark.skipif(not patch.PATCH.gate.check(detect())[0],
+                                 reason=f"installed TensorFlow is outside {patch.PATCH.gate.describe()}")
 pytestmark = inside_gate
 
 

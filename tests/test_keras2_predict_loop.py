@@ -22,10 +22,10 @@ from tf_patches.patches import keras2_predict_loop as patch
 
 from .fresh import run_fresh, unpatched_and_patched
 
-NAME = patch.NAME
+NAME = patch.PATCH.name
 _HERE = detect()
 # True on the 2.12 leg, False on the 2.21 leg; the first test checks it against apply_all().
-APPLIES_HERE = bool(patch.GATE.check(_HERE)[0]) and patch.precondition(_HERE, {}) is None
+APPLIES_HERE = bool(patch.PATCH.gate.check(_HERE)[0]) and patch.precondition(_HERE, {}) is None
 RNG = np.random.default_rng(58676)
 X8 = RNG.random((8, 4), dtype=np.float32)
 B8 = RNG.random((8, 2), dtype=np.float32)
@@ -103,7 +103,7 @@ MODEL = """
 
 
 def test_predict_loop_grows_only_on_unpatched_keras2():
-    unpatched, patched = unpatched_and_patched(patch.NAME, "model.predict(x, verbose=0)", setup=MODEL,
+    unpatched, patched = unpatched_and_patched(patch.PATCH.name, "model.predict(x, verbose=0)", setup=MODEL,
                                                calls=CALLS, warmup=20)  # warm-up: traces, allocator pools
     if APPLIES_HERE:
         assert unpatched.growth_mib > LEAK_MIB, f"the unpatched loop should leak: {unpatched}"
@@ -283,7 +283,7 @@ import tensorflow as tf
 from tf_patches.patches import keras2_predict_loop as patch
 
 out = {"in_use": patch.keras_in_use(tf.__version__), "tf": tf.__version__}
-row = tf_patches.apply_all(only=[patch.NAME])[patch.NAME]
+row = tf_patches.apply_all(only=[patch.PATCH.name])[patch.PATCH.name]
 tf_patches.revert_all()
 out["status"], out["reason"] = row.status, row.reason
 if row.status == "applied":
@@ -317,7 +317,7 @@ if row.status == "applied":
         with tf_patches.diagnose() as diagnosis:
             program()
         snapshot = diagnosis.snapshot()
-        return snapshot.counts().get(patch.NAME)
+        return snapshot.counts().get(patch.PATCH.name)
 
     routed = [name for name, (_, _, on) in cases.items() if on]
     predict_routed = lambda: [cases[n][0].predict(cases[n][1], verbose=0) for n in routed for _ in range(3)]
@@ -326,7 +326,7 @@ if row.status == "applied":
     out["stock_pipelines"] = pipelines(predict_routed)
     adapter = patch.adapter_module().TensorLikeDataAdapter
     original = vars(adapter)["__init__"]
-    out["applied"] = tf_patches.apply_all(only=[patch.NAME]).status(patch.NAME)
+    out["applied"] = tf_patches.apply_all(only=[patch.PATCH.name]).status(patch.PATCH.name)
     out["adapter"] = adapter.__module__
     out["wrapped"] = getattr(adapter.__init__, "__tf_patches__", None)
     out["identical"] = {n: v == stock[n] for n, v in predictions().items()}

@@ -17,9 +17,9 @@ from tf_patches.patches import keras3_predict_loop as patch
 
 from .fresh import run_fresh, unpatched_and_patched
 
-NAME = patch.NAME
+NAME = patch.PATCH.name
 _HERE = detect()
-APPLIES_HERE = bool(patch.GATE.check(_HERE)[0]) and patch.precondition(_HERE, {}) is None
+APPLIES_HERE = bool(patch.PATCH.gate.check(_HERE)[0]) and patch.precondition(_HERE, {}) is None
 
 
 def test_status_here(tf):

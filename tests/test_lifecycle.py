@@ -1,6 +1,6 @@
 """Every registered patch through its whole life, as dd-trace's ``PatchTestCase`` does for its
 integrations: a patch added to ``registry.PATCH_MODULES`` gets each check here by being registered
-(what it needs to install on this CPU machine is its module's ``LIFECYCLE_OPTIONS``, read from the
+(what it needs to install on this CPU machine is its ``Patch``'s ``lifecycle_options``, read from the
 registry; tests/test_registry_discovery.py runs these checks on a patch registered by a test).
 
 A patch that does not apply to this TensorFlow (``keras2_predict_loop`` on 2.21, the advisories)
@@ -40,7 +40,7 @@ NEEDS: Dict[str, Tuple[Tuple[str, str], ...]] = {
 }
 
 
-def _spec(name: str) -> registry.PatchSpec:
+def _spec(name: str) -> registry.Patch:
     found = registry.by_name(name)
     assert found is not None, f"{name} is not registered"
     return found
@@ -48,7 +48,7 @@ def _spec(name: str) -> registry.PatchSpec:
 
 def _kwargs(name: str) -> Dict[str, Any]:
     """apply_all keywords under which the patch installs on this CPU machine where the defaults do
-    not (its module's LIFECYCLE_OPTIONS): an opt-in asked for, another build described (env=)."""
+    not (its Patch's lifecycle_options): an opt-in asked for, another build described (env=)."""
     return dict(_spec(name).lifecycle_options)
 
 

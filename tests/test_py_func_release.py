@@ -20,9 +20,9 @@ from tf_patches.patches import py_func_release as patch
 
 from .fresh import unpatched_and_patched
 
-NAME = patch.NAME
-pytestmark = pytest.mark.skipif(not patch.GATE.check(detect())[0],
-                                reason=f"installed TensorFlow is outside {patch.GATE.describe()}")
+NAME = patch.PATCH.name
+pytestmark = pytest.mark.skipif(not patch.PATCH.gate.check(detect())[0],
+                                reason=f"installed TensorFlow is outside {patch.PATCH.gate.describe()}")
 
 
 class Payload:

@@ -32,16 +32,9 @@ from typing import Any, Optional
 from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
+from ..core.patch import Patch
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
-NAME = "custom_gradient_registry"
-TITLE = "tf.custom_gradient registrations freed with their graph: no FuncGraph leak per trace"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/97697"
-PUBLIC = ("WeakEntry",)  # what tests, benchmarks and other patches import from here
-# 2.12 registers as much, but something else keeps Keras 2's graphs there: a fit loop grows
-# 1.9 MB per model on 2.12.1 with or without this patch. From 2.14 the registry is what leaks.
-GATE = Gate(versions=">=2.14", fixed_in="2.22",
-            fixed_by="pull request 109334; measured fixed on tf-nightly-cpu 2.22.0.dev20260905")
 
 _HOLDER = "_tf_patches_custom_gradients"  # graph attribute: the gradient functions it registered
 
@@ -149,7 +142,7 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(unit="tf.custom_gradient registrations kept (one or two per traced train step)",
+_SIGNATURE = Signature(unit="tf.custom_gradient registrations kept (one or two per traced train step)",
                       unit_bytes=by_minor({}, None), floor=16, fix="registrations freed with their graph",
                       name='a tf.custom_gradient registration, and the graph it holds, kept per trace',
                       code_fix=('trace fewer times: build each model and its train step once and reuse them '
@@ -197,9 +190,6 @@ class KeptCustomGradients(Probe):
         return max(0, self._read() - self._start) if self._entries is not None else 0
 
 
-PROBE = KeptCustomGradients
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     """The model-per-fold loop (docs/measurements.md, "Loops"): 2.21 grows ≈3.8 MB per Keras model
@@ -230,3 +220,19 @@ def canary() -> Finding:
     mb = measure_growth(fold, folds, warmup=0, samples=2).growth / 1e6 / folds
     return Finding(mb > 1.0, f"{mb:+.2f} MB and {(entries() - start_entries) / folds:.1f} registry "
                              f"entries per Keras model fit and cleared ({folds} folds)")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="custom_gradient_registry",
+    title="tf.custom_gradient registrations freed with their graph: no FuncGraph leak per trace",
+    issue="https://github.com/tensorflow/tensorflow/issues/97697",
+    # 2.12 registers as much, but something else keeps Keras 2's graphs there: a fit loop grows
+    # 1.9 MB per model on 2.12.1 with or without this patch. From 2.14 the registry is what leaks.
+    gate=Gate(versions=">=2.14", fixed_in="2.22",
+                fixed_by="pull request 109334; measured fixed on tf-nightly-cpu 2.22.0.dev20260905"),
+    install=install,
+    signature=_SIGNATURE,
+    probe=KeptCustomGradients,
+    canary=canary,
+)

@@ -30,16 +30,10 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
+from ..core.patch import Patch
 from ..core.retained import UnitSize
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 from ._py_funcs import release_from_graph
-
-NAME = "from_generator_release"
-TITLE = "Dataset.from_generator frees its generator with the dataset"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/57690"
-# Measured on 2.12.1 and 2.21.0, reproduced on every release between (issue 9).
-GATE = Gate(versions=">=2.12", fixed_in="2.22",
-            fixed_by="pull request 123530; measured fixed on tf-nightly-cpu 2.22.0.dev20260905")
 
 
 class _Registered(threading.local):
@@ -94,7 +88,7 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(unit="Dataset.from_generator datasets gone whose generator is kept",
+_SIGNATURE = Signature(unit="Dataset.from_generator datasets gone whose generator is kept",
                       unit_bytes=by_minor({}, None), floor=4, fix="the generator is freed with its dataset",
                       name='a Dataset.from_generator dataset gone whose generator is never freed',
                       code_fix=('make the dataset once and reuse it (not one per fold or epoch), or keep what'
@@ -188,9 +182,6 @@ class KeptGenerators(Probe):
         return [callback for callback in callbacks if callback is not None]
 
 
-PROBE = KeptGenerators
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import tensorflow as tf
@@ -208,3 +199,18 @@ def canary() -> Finding:
     gc.collect()
     kept = sum(ref() is not None for ref in refs)
     return Finding(kept > 0, f"{kept} of 3 generators' captures kept after the dataset was dropped")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="from_generator_release",
+    title="Dataset.from_generator frees its generator with the dataset",
+    issue="https://github.com/tensorflow/tensorflow/issues/57690",
+    # Measured on 2.12.1 and 2.21.0, reproduced on every release between (issue 9).
+    gate=Gate(versions=">=2.12", fixed_in="2.22",
+                fixed_by="pull request 123530; measured fixed on tf-nightly-cpu 2.22.0.dev20260905"),
+    install=install,
+    signature=_SIGNATURE,
+    probe=KeptGenerators,
+    canary=canary,
+)

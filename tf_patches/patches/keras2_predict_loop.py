@@ -54,16 +54,11 @@ from ..core.environment import Environment
 from ..core.gate import Gate, parse_version
 from ..core.keras import keras_in_use, keras_version
 from ..core.keras import keras_is_separate as _keras_is_separate
+from ..core.patch import Patch
 from ..core.units import KIB
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "keras2_predict_loop"
-TITLE = "Keras 2 predict() in a loop: one in-memory batch without the leaking tf.data pipeline"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/58676"
-PUBLIC = ("adapter_module", "single_batch")  # what tests, benchmarks and other patches import from here
-# Keras 2 as its own package (tf.keras from TF 2.6); TF 2.15 (Keras 2.15, growth small: issue 9,
-# not measured for speed) is left out; from TF 2.16 the precondition decides by the Keras in use.
-GATE = Gate(versions=">=2.6,!=2.15.*")
 
 # Where tf.keras's data adapters live, by package: Keras 2.13–2.15, then 2.6–2.12; tf-keras 2.16–2.21.
 _ADAPTER_MODULES = {"keras": ("keras.src.engine.data_adapter", "keras.engine.data_adapter"),
@@ -240,7 +235,7 @@ def _unit_bytes(version: str) -> Optional[int]:
     return by_minor(_UNIT_BYTES, 258 * KIB if old_keras else None)(version)
 
 
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="Keras 2 input pipelines built for in-memory data (predict/fit/evaluate calls)",
     unit_bytes=_unit_bytes, floor=8,  # measured sizes: _UNIT_BYTES above
     fix="one in-memory batch served without the leaking pipeline",
@@ -276,9 +271,6 @@ class KerasPipelines(Probe):
         return self._count
 
 
-PROBE = KerasPipelines
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import tensorflow as tf
@@ -291,3 +283,19 @@ def canary() -> Finding:
     data = tf.zeros([8, 4])
     kib = per_1000(lambda: model.predict(data, verbose=0), 200, 20)
     return Finding(kib > 50_000, f"{kib:,.0f} KiB per 1,000 predict calls")  # 2.12–2.14: ≈250,000
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="Keras 2 predict() in a loop: one in-memory batch without the leaking tf.data pipeline",
+    issue="https://github.com/tensorflow/tensorflow/issues/58676",
+    # Keras 2 as its own package (tf.keras from TF 2.6); TF 2.15 (Keras 2.15, growth small: issue 9,
+    # not measured for speed) is left out; from TF 2.16 the precondition decides by the Keras in use.
+    gate=Gate(versions=">=2.6,!=2.15.*"),
+    precondition=precondition,
+    install=install,
+    signature=_SIGNATURE,
+    probe=KerasPipelines,
+    canary=canary,
+)

@@ -48,13 +48,10 @@ from ..core.context import PatchContext
 from ..core.environment import Environment
 from ..core.gate import Gate, parse_version
 from ..core.keras import keras_in_use
+from ..core.patch import Patch
 from ..core.signature import EagerExecutions, Installer, Probe, Signature
 
 NAME = "keras3_predict_loop"
-TITLE = "Keras 3 predict() in a loop: one in-memory batch without a tf.data pipeline per call"
-ISSUE_URL = "https://github.com/keras-team/keras/issues/13118"
-PUBLIC = ("trainer_module",)  # what tests, benchmarks and other patches import from here
-GATE = Gate(versions=">=2.16")  # Keras 3 is tf.keras from TF 2.16; the precondition reads which Keras
 # Keras 3 minors whose outputs were checked bit-identical to stock here (tests/test_keras3_predict_loop.py's
 # cases, on TF 2.21 with keras 3.3.3, 3.4.1, 3.5.0, 3.6.0, 3.7.0, 3.8.0, 3.9.2, 3.10.0, 3.11.3, 3.12.0, 3.13.2, 3.14.0, 3.15.1).
 _CHECKED_MINORS = range(3, 16)
@@ -209,7 +206,7 @@ def _keras_distribution() -> Any:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="Keras 3 epoch iterators built by predict() for a model that predicted before (a tf.data pipeline each)",
     # Not a per-call leak: stock rises ≈14.5 MiB over the first 1,000 calls, then ≈0.2 MiB per
     # 1,000 (docs/measurements.md). Sized from RSS by the report where it grows.
@@ -273,9 +270,6 @@ class PredictPipelines(Probe):
         return self._count
 
 
-PROBE = PredictPipelines
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import time
@@ -301,3 +295,17 @@ def canary() -> Finding:
     ratio = best(lambda: model.predict(data, verbose=0)) / best(lambda: model.predict_on_batch(data))
     # 3.15.1: ≈60–100× (a pipeline per call); fixed upstream it would be near 1×.
     return Finding(ratio > 10, f"predict takes {ratio:.0f}× predict_on_batch's time on one batch")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="Keras 3 predict() in a loop: one in-memory batch without a tf.data pipeline per call",
+    issue="https://github.com/keras-team/keras/issues/13118",
+    gate=Gate(versions=">=2.16"),  # Keras 3 is tf.keras from TF 2.16; the precondition reads which Keras
+    precondition=precondition,
+    install=install,
+    signature=_SIGNATURE,
+    probe=PredictPipelines,
+    canary=canary,
+)

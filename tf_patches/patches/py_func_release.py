@@ -43,17 +43,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from ..core.canary import Finding
 from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
+from ..core.patch import Patch
 from ..core.retained import UnitSize
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 from ._dataset_functions import own_init
 from ._py_funcs import release_from_graph
-
-NAME = "py_func_release"
-TITLE = "Traced py_function callbacks are freed with their dataset or tf.function"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35084"
-# Measured on 2.12.1, 2.14 and 2.21.0 (docs/measurements.md); 0 growth on tf-nightly 2.22.
-GATE = Gate(versions=">=2.12", fixed_in="2.22",
-            fixed_by="pull request 123530; measured fixed on tf-nightly-cpu 2.22")
 
 
 class _Tracing:
@@ -186,7 +180,7 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(unit="traced py_function callbacks kept after their dataset or tf.function went",
+_SIGNATURE = Signature(unit="traced py_function callbacks kept after their dataset or tf.function went",
                       unit_bytes=by_minor({}, None), floor=4,
                       fix="the callbacks are freed with the dataset or tf.function that traced them",
                       name='a py_function callback (and what it captures) kept after its dataset or '
@@ -280,9 +274,6 @@ class KeptTracedCallbacks(Probe):
         return self._unit_size(len(kept), lambda: kept)
 
 
-PROBE = KeptTracedCallbacks
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import tensorflow as tf
@@ -307,3 +298,18 @@ def canary() -> Finding:
     kept = sum(ref() is not None for ref in refs)
     return Finding(kept > 0, f"{kept} of 3 py_function callbacks' captures kept after their dataset and "
                              "tf.function were dropped")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name="py_func_release",
+    title="Traced py_function callbacks are freed with their dataset or tf.function",
+    issue="https://github.com/tensorflow/tensorflow/issues/35084",
+    # Measured on 2.12.1, 2.14 and 2.21.0 (docs/measurements.md); 0 growth on tf-nightly 2.22.
+    gate=Gate(versions=">=2.12", fixed_in="2.22",
+                fixed_by="pull request 123530; measured fixed on tf-nightly-cpu 2.22"),
+    install=install,
+    signature=_SIGNATURE,
+    probe=KeptTracedCallbacks,
+    canary=canary,
+)
