@@ -153,22 +153,23 @@ class Masker:
 
 @functools.lru_cache(maxsize=16)  # per comparison, not per line
 def _steps(ignore: Tuple[Pattern[str], ...], window: Optional[Tuple[float, float]],
-           pids: Tuple[int, ...]) -> Tuple[Tuple[str, Callable[[str], str], bool, Tuple[str, ...], int], ...]:
+           pids: Tuple[int, ...]) -> Tuple[Tuple[str, Callable[[str], str], bool, Tuple[str, ...], Tuple[str, ...]], ...]:
     """The masks in the order they apply: each one's name, what it does, whether only on a
-    timing line, what a line must hold for it to change anything, and the run of digits it needs
-    (a test made on a block of lines, :func:`_block_equal`)."""
-    first: List[Tuple[str, Callable[[str], str], int]] = [
-        *((IGNORED, functools.partial(pattern.sub, "<IGNORED>"), 0) for pattern in ignore),
-        (_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement), 0),
-        (TEMPORARY_PATH, _temporary_paths, 0), (TIME, _compact_times, 8)]  # 20261127-...: 8 digits
+    timing line, what a line must hold for it to change anything, and what its shape (its digits
+    as 0, after a newline) must hold (a test made on a block of lines, :func:`_block_equal`)."""
+    first: List[Tuple[str, Callable[[str], str], Tuple[str, ...]]] = [
+        *((IGNORED, functools.partial(pattern.sub, "<IGNORED>"), ()) for pattern in ignore),
+        (_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement),
+         tuple(f"\n{letter}0000 " for letter in "IWEF")),  # "I1127 " starting a line
+        (TEMPORARY_PATH, _temporary_paths, ()), (TIME, _compact_times, ("0" * 8,))]  # 20261127-...
     if window is not None:
-        first.append((TIME, functools.partial(_epoch_times, window), 10))
-    steps = [(name, change, False, (), digits) for name, change, digits in first]
-    steps += [(mask.name, functools.partial(mask.pattern.sub, mask.replacement), False, mask.needs, 0)
+        first.append((TIME, functools.partial(_epoch_times, window), ("0" * 10,)))
+    steps = [(name, change, False, (), shapes) for name, change, shapes in first]
+    steps += [(mask.name, functools.partial(mask.pattern.sub, mask.replacement), False, mask.needs, ())
               for mask in _ALWAYS]
-    steps.append((DURATION, functools.partial(_DURATION.sub, "<DURATION>"), True, (), 0))
+    steps.append((DURATION, functools.partial(_DURATION.sub, "<DURATION>"), True, (), ()))
     if pids:
-        steps.append((PID, functools.partial(_run_pids, pids), False, (), 0))
+        steps.append((PID, functools.partial(_run_pids, pids), False, (), ()))
     return tuple(steps)
 
 
@@ -355,20 +356,21 @@ def _block_equal(first: List[str], other: List[str], masker: Masker) -> Optional
             lines = [change(line) for line in lines]
         sides.append("\n".join(lines))
     a, b = sides
-    # ASCII digits as 0 (a translation at memory speed): "a run of 8 digits" becomes a substring
-    # test. Masks only replace text with placeholders, so no later run is longer than these.
-    digits_a, digits_b = (side.translate(_ZEROS) if side.isascii() else None for side in sides)
+    # Each side's shape: ASCII digits as 0 (a translation at memory speed), so that "a run of 8
+    # digits" or "a line starting I1127 " is a substring test. Masks only replace text with
+    # placeholders: no later run of digits is longer, no line start changes before TF's prefix.
+    shape_a, shape_b = ("\n" + side.translate(_ZEROS) if side.isascii() else None for side in sides)
     timing_left = True
-    for _, change, timing_only, needs, digits in steps[ignored:]:
+    for _, change, timing_only, needs, shapes in steps[ignored:]:
         if a == b and (not timing_left or not _may_hold_duration(a)):
             return None
         if timing_only:
             a, b = _durations(a, first, change), _durations(b, other, change)
             timing_left = False
             continue
-        if _may_change(a, needs, digits, digits_a):
+        if _may_change(a, needs, shapes, shape_a):
             a = change(a)
-        if _may_change(b, needs, digits, digits_b):
+        if _may_change(b, needs, shapes, shape_b):
             b = change(b)
     if a == b:
         return None
@@ -378,12 +380,12 @@ def _block_equal(first: List[str], other: List[str], masker: Masker) -> Optional
 _ZEROS = str.maketrans("123456789", "000000000")
 
 
-def _may_change(block: str, needs: Tuple[str, ...], digits: int, zeros: Optional[str]) -> bool:
-    """Whether a mask could change a line of ``block``: it holds one of ``needs`` and a run of
-    ``digits`` digits (``zeros``: the block's digits as 0, None where it is not ASCII)."""
+def _may_change(block: str, needs: Tuple[str, ...], shapes: Tuple[str, ...], shape: Optional[str]) -> bool:
+    """Whether a mask could change a line of ``block``: it holds one of ``needs``, and its
+    ``shape`` (None where it is not ASCII) one of ``shapes``."""
     if needs and not any(text in block for text in needs):
         return False
-    return not digits or zeros is None or "0" * digits in zeros
+    return not shapes or shape is None or any(text in shape for text in shapes)
 
 
 _HINTS = str.maketrans("123456789umsh", "000000000nnnn")
