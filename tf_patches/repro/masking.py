@@ -160,7 +160,7 @@ def _steps(ignore: Tuple[Pattern[str], ...], window: Optional[Tuple[float, float
     first: List[Tuple[str, Callable[[str], str], Tuple[str, ...]]] = [
         *((IGNORED, functools.partial(pattern.sub, "<IGNORED>"), ()) for pattern in ignore),
         (_LOG_PREFIX.name, functools.partial(_LOG_PREFIX.pattern.sub, _LOG_PREFIX.replacement),
-         tuple(f"\n{letter}0000 " for letter in "IWEF")),  # "I1127 " starting a line
+         ("\nI0000 ",)),  # "I1127 " (or W, E, F) starting a line
         (TEMPORARY_PATH, _temporary_paths, ()), (TIME, _compact_times, ("0" * 8,))]  # 20261127-...
     if window is not None:
         first.append((TIME, functools.partial(_epoch_times, window), ("0" * 10,)))
@@ -328,7 +328,7 @@ def _equal_lines(ours: List[str], theirs: List[str], start: int, end: int, maske
     while judged < end:
         a, b = ours[judged:end], theirs[judged:end]
         if a != b:
-            a, b = [_rendered(line) for line in a], [_rendered(line) for line in b]
+            a, b = _rendered_lines(a), _rendered_lines(b)
             if max(map(len, a)) + max(map(len, b)) > 2 * LONG_LINE:
                 long = next(at for at, pair in enumerate(zip(a, b)) if len(pair[0]) + len(pair[1]) > 2 * LONG_LINE)
                 if long == 0:
@@ -339,6 +339,15 @@ def _equal_lines(ours: List[str], theirs: List[str], start: int, end: int, maske
                 return judged + differs - start
         judged += len(a)
     return judged - start
+
+
+def _rendered_lines(lines: List[str]) -> List[str]:
+    """:func:`_rendered` of each line; lines with nothing to draw only stripped, by one test on
+    them all."""
+    joined = "\n".join(lines)
+    if "\r" in joined or "\b" in joined or "\x1b" in joined:
+        return [_rendered(line) for line in lines]
+    return list(map(str.rstrip, lines))
 
 
 def _block_equal(first: List[str], other: List[str], masker: Masker) -> Optional[int]:
@@ -357,7 +366,7 @@ def _block_equal(first: List[str], other: List[str], masker: Masker) -> Optional
         sides.append("\n".join(lines))
     a, b = sides
     # Each side's shape: ASCII digits as 0 (a translation at memory speed), so that "a run of 8
-    # digits" or "a line starting I1127 " is a substring test. Masks only replace text with
+    # digits" or "a line starting I1127 " (or W, E, F) is one substring test. Masks only replace text with
     # placeholders: no later run of digits is longer, no line start changes before TF's prefix.
     shape_a, shape_b = ("\n" + side.translate(_ZEROS) if side.isascii() else None for side in sides)
     timing_left = True
@@ -377,7 +386,7 @@ def _block_equal(first: List[str], other: List[str], masker: Masker) -> Optional
     return next(at for at, pair in enumerate(zip(a.split("\n"), b.split("\n"))) if pair[0] != pair[1])
 
 
-_ZEROS = str.maketrans("123456789", "000000000")
+_ZEROS = str.maketrans("123456789WEF", "000000000III")  # glog's severities as one letter too
 
 
 def _may_change(block: str, needs: Tuple[str, ...], shapes: Tuple[str, ...], shape: Optional[str]) -> bool:
@@ -432,7 +441,7 @@ def final_lines(text: str) -> List[str]:
     """Each line as a terminal leaves it: ``\\r`` returns the cursor to the line's start and
     backspace moves it one left, and what follows overwrites what was there (``"abcdef\\rxy"``
     shows ``"xycdef"``); colours dropped, ``ESC[K`` erases, trailing blanks stripped."""
-    return [_rendered(line) for line in _raw_lines(text)]
+    return _rendered_lines(_raw_lines(text))
 
 
 def _raw_lines(text: str) -> List[str]:
