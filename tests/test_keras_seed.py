@@ -123,9 +123,9 @@ def test_python_seeded_is_seen_from_apply_all_on_before_tf_is_imported():
 
     original = random.seed
     ctx = PatchContext("keras_seed", Environment(), {"keras_seed": "follow"})
-    keras_seed.prepare(ctx)  # what apply_all runs at once; install waits for `import tensorflow`
+    keras_seed.PATCH.prepare(ctx)  # what apply_all runs at once; install waits for `import tensorflow`
     try:
-        source = keras_seed._sources[ctx]
+        source = keras_seed._SEEDS.sources[ctx]  # the patch's own state, kept by its ctx
         random.seed(None)  # reseeded from the OS: still not repeatable
         assert not source.python_seeded
         random.seed(3)

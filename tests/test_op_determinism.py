@@ -161,13 +161,13 @@ def _env(version, **more):
 ])
 def test_each_version_band_gets_its_own_switch(version, nvidia, variables, api):
     env = _env(version, **({"distribution": "nvidia-tensorflow"} if nvidia else {}))
-    assert op_determinism.GATE.check(env)[0] is True
+    assert op_determinism.PATCH.gate.check(env)[0] is True
     assert op_determinism.environment_switches(env) == variables
     assert op_determinism.uses_api(env) is api
 
 
 def test_versions_before_the_first_switch_are_skipped():
-    verdict, reason = op_determinism.GATE.check(_env("1.13.2"))
+    verdict, reason = op_determinism.PATCH.gate.check(_env("1.13.2"))
     assert verdict is False and ">=1.14" in reason
 
 

@@ -21,12 +21,12 @@ from tf_patches.patches import rfft_guard
 from .test_lifecycle import assert_passes_through
 
 # (patch, apply_all keywords): each registered patch as the lifecycle suite installs it (its
-# LIFECYCLE_OPTIONS), and every option that installs something else: finalize mode, each FFT
+# lifecycle_options), and every option that installs something else: finalize mode, each FFT
 # guard mode on the NVIDIA build.
 CONFIGS: List[Tuple[str, Dict[str, Any]]] = [(spec.name, dict(spec.lifecycle_options)) for spec in registry.specs()] + [
     ("graph_growth_guard", {"graph_growth_guard": "finalize"}),
 ] + [("rfft_guard", {"env": rfft_guard.REPORTED_MACHINE, "rfft_guard": mode}) for mode in rfft_guard.MODES
-     if mode != rfft_guard.OPTIONS[0].default]
+     if mode != rfft_guard.PATCH.options[0].default]
 IDS = [f"{name}-{'-'.join(f'{k}={v}' for k, v in kwargs.items() if k != 'env') or 'defaults'}"
        + ("-nvidia" if "env" in kwargs else "") for name, kwargs in CONFIGS]
 _IDENTITY = ("__module__", "__name__", "__qualname__", "__doc__")

@@ -56,21 +56,19 @@ from ..core.context import PatchContext, tf_module
 from ..core.errors import ReproducibilityWarning, logger
 from ..core.gate import Gate
 from ..core.options import Option, choice
+from ..core.patch import Patch
 from . import _dataset_functions as functions
 
 NAME = "dataset_epoch_repeat"
-TITLE = "tf.data random ops that repeat the same values at every new iteration (epoch)"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/35682"
-GATE = Gate(versions=">=2.0")  # measured on 2.12 and 2.21; closed upstream with no change
 _MODES = ("warn", "rerandomize")
-OPTIONS = (
+_OPTIONS = (
     Option(NAME, "TF_PATCHES_DATASET_EPOCH_REPEAT", choice(*_MODES), "warn",
            "warn (default): one warning naming the map's line when a dataset whose map/filter/... "
            "function draws seeded random numbers is iterated again (an epoch repeating the last); "
            "rerandomize: each new iteration gets a new reproducible stream (iteration 1 keeps "
            "stock's values)."),
 )
-TRAP = traps.Trap(
+_TRAP = traps.Trap(
     explanation="a tf.data map (or filter, interleave...) function draws the same random numbers at "
                 "every new iteration of the dataset, so every epoch sees epoch 1's augmentation",
     fix='apply_all(dataset_epoch_repeat="rerandomize"): a new reproducible stream each iteration; or '
@@ -79,8 +77,6 @@ TRAP = traps.Trap(
     too_repeatable=True,
 )
 
-# The defaults install it too; rerandomize also replaces the op wrappers (over seed_kernel_cache's).
-LIFECYCLE_OPTIONS = {NAME: "rerandomize"}
 
 _PHILOX = 1  # RNG_ALG_PHILOX: the stateful kernels' algorithm
 # The stateful op wrappers rerandomize replaces: (gen_random_ops function, its parameters before
@@ -339,3 +335,18 @@ def canary() -> Finding:
     first, second = list(dataset.as_numpy_iterator()), list(dataset.as_numpy_iterator())
     return Finding(first == second, "two iterations of a seeded random map "
                    + ("drew the same values" if first == second else "differ"))
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="tf.data random ops that repeat the same values at every new iteration (epoch)",
+    issue="https://github.com/tensorflow/tensorflow/issues/35682",
+    gate=Gate(versions=">=2.0"),  # measured on 2.12 and 2.21; closed upstream with no change
+    options=_OPTIONS,
+    install=install,
+    canary=canary,
+    trap=_TRAP,
+    # The defaults install it too; rerandomize also replaces the op wrappers (over seed_kernel_cache's).
+    lifecycle_options={NAME: "rerandomize"},
+)

@@ -40,17 +40,12 @@ from ..core.gate import Gate
 from ..core.units import KIB
 from ..core.options import Option, choice
 from ..core.frames import LIBRARY_PACKAGES, package_dirs
+from ..core.patch import Patch
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "graph_growth_guard"
-TITLE = "Session.run loops that add ops to the graph: warn, or finalize the graph"
-ISSUE_URL = "https://www.tensorflow.org/api_docs/python/tf/Graph#finalize"
-PUBLIC = (  # what tests, benchmarks and other patches import from here
-    "WARMUP_RUNS", "GROWING_RUNS", "GraphGrowthWarning", "Guard",
-)
-GATE = Gate()  # BaseSession.run and Graph.version exist in every TF, 1.x and 2.x
 _MODES = ("warn", "finalize", "off")
-OPTIONS = (
+_OPTIONS = (
     Option(NAME, "TF_PATCHES_GRAPH_GROWTH", choice(*_MODES), "warn",
            "warn (default): one warning per Session whose graph keeps growing between runs; "
            "finalize: finalize each Session's graph from its 10th run, so a line adding an op "
@@ -207,7 +202,7 @@ def _growth_message(watch: _Watch, newest: List[Any], sites: List[Tuple[str, int
         + ". Ops built in a loop stay in the graph for good: memory grows and every run gets "
         "slower (TF 2.21, 2 ops per run: +44 MiB per 1,000 runs, 106 ms per run after 2,000). "
         "Build ops once, before the loop, and call sess.graph.finalize() there, so that TF raises "
-        f"at the line that adds one ({OPTIONS[0].env_var}=finalize does it from the "
+        f"at the line that adds one ({_OPTIONS[0].env_var}=finalize does it from the "
         f"{WARMUP_RUNS}th run). Models built one after another (cross-validation, search): "
         "tf_patches.fresh_graph() or tf_patches.run_isolated(). Shown once per Session."
     )
@@ -216,14 +211,14 @@ def _growth_message(watch: _Watch, newest: List[Any], sites: List[Tuple[str, int
 # Appended to TF's "Graph is finalized" error for graphs the guard finalized.
 _FINALIZED_NOTE = (
     f"(tf-patches finalized this graph at its Session's {WARMUP_RUNS}th run, "
-    f"{OPTIONS[0].env_var}=finalize: build every op before the run loop, or set "
-    f"{OPTIONS[0].env_var}=warn to allow it.)"
+    f"{_OPTIONS[0].env_var}=finalize: build every op before the run loop, or set "
+    f"{_OPTIONS[0].env_var}=warn to allow it.)"
 )
 
 
 def precondition(env: Environment, options: Mapping[str, Any]) -> Optional[str]:
     if options.get(NAME) == "off":
-        return f'off ({NAME}="off" / {OPTIONS[0].env_var}=off)'
+        return f'off ({NAME}="off" / {_OPTIONS[0].env_var}=off)'
     return None
 
 
@@ -253,7 +248,7 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="ops added to a Session's graph after its first 10 runs",
     # docs/measurements.md, "Loops": 2 ops per run cost +43.9 MiB per 1,000 runs on 2.21.
     unit_bytes=by_minor({}, int(43.9 * 1024 * KIB / 2000)), floor=32,
@@ -318,9 +313,6 @@ def _newest_site(guard: Guard, session: Any) -> Optional[Tuple[str, int, str]]:
         return None
 
 
-PROBE = GraphGrowth
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     """A Session loop that adds an op per run: TF still says nothing (no warning, no error)."""
@@ -337,3 +329,18 @@ def canary() -> Finding:
     silent = not caught
     return Finding(grown >= 200 and silent, f"+{grown} ops over 200 runs, "
                                             f"{'no warning' if silent else f'{len(caught)} warning(s)'} from TF")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="Session.run loops that add ops to the graph: warn, or finalize the graph",
+    issue="https://www.tensorflow.org/api_docs/python/tf/Graph#finalize",
+    gate=Gate(),  # BaseSession.run and Graph.version exist in every TF, 1.x and 2.x
+    options=_OPTIONS,
+    precondition=precondition,
+    install=install,
+    signature=_SIGNATURE,
+    probe=GraphGrowth,
+    canary=canary,
+)

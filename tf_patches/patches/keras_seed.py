@@ -46,20 +46,18 @@ from ..core.errors import ReproducibilityWarning, logger
 from ..core.keras import keras_version
 from ..core.gate import Gate
 from ..core.options import Option, choice
+from ..core.patch import Patch
 
 NAME = "keras_seed"
-TITLE = "tf.random.set_seed alone leaves Keras's default seeds to Python's random"
-ISSUE_URL = "https://github.com/keras-team/keras/issues/18244"
-GATE = Gate(versions=">=2.10")  # Keras 2.10 began drawing default seeds from Python's random
 _MODES = ("warn", "follow")
-OPTIONS = (
+_OPTIONS = (
     Option(NAME, "TF_PATCHES_KERAS_SEED", choice(*_MODES), "warn",
            "warn (default): one warning naming the layer's line when Keras draws a default seed "
            "after tf.random.set_seed(s) alone; follow: tf.random.set_seed(s) alone also seeds the "
            "default seeds Keras draws for layers, initializers and Dropout (from a private "
            "generator derived from s)."),
 )
-TRAP = traps.Trap(
+_TRAP = traps.Trap(
     explanation="Keras draws the default seeds of layers, initializers and Dropout from Python's random, "
                 "which tf.random.set_seed does not seed, so weights and masks differ from run to run",
     fix='seed Keras too: keras.utils.set_random_seed(s) (or apply_all(deterministic=True)) instead of '
@@ -67,7 +65,6 @@ TRAP = traps.Trap(
         "seed Keras's default seeds",
     options={NAME: "follow"},
 )
-LIFECYCLE_OPTIONS = {NAME: "follow"}
 _IDENTITY = "keras default seeds"  # derive_seed's identity for the private generator
 _MESSAGE = (
     "Keras drew a default seed from Python's random for what this line builds (no seed= given), and "
@@ -207,36 +204,42 @@ def _when_loaded(ctx: PatchContext, source: _DefaultSeeds, package: str, names: 
         ctx.on_revert(f"the {package} import hook", cancel)
 
 
-_sources: "weakref.WeakKeyDictionary[PatchContext, _DefaultSeeds]" = weakref.WeakKeyDictionary()
+class _Seeds:
+    """The patch's state from ``prepare`` to ``install``: each application's source of default
+    seeds, kept by its PatchContext (gone with it). PATCH's prepare and install are its methods."""
+
+    def __init__(self) -> None:
+        self.sources: "weakref.WeakKeyDictionary[PatchContext, _DefaultSeeds]" = weakref.WeakKeyDictionary()
+
+    def prepare(self, ctx: PatchContext) -> None:
+        """At apply_all, before ``import tensorflow`` too: from now on a ``random.seed`` is seen."""
+        # deterministic=True seeds Python's random itself (op_determinism, at its install).
+        source = self.sources[ctx] = _DefaultSeeds(ctx.options.get(NAME) or "warn",
+                                                   python_seeded=bool(ctx.options.get("deterministic")))
+        original = ctx.replace_attribute(random, "seed", _seed_watch(random.seed, source, ctx))
+        watch = random.seed
+        # A module imported meanwhile may hold the watch by name (opt_einsum's `from random import
+        # seed as random_seed`): it gets random.seed back too, not a wrapper of a reverted patch.
+        ctx.on_revert("random.seed where it was bound by name", lambda: rebind(watch, original))
+
+    def install(self, ctx: PatchContext) -> str:
+        if ctx not in self.sources:
+            self.prepare(ctx)
+        source = self.sources[ctx]
+        mode = source.mode
+        for package in ("keras", "tf_keras"):
+            if package in sys.modules:
+                _install_or_wait(ctx, source, package)  # a moved symbol fails the patch here
+            else:
+                _when_loaded(ctx, source, package, (package,))
+        if mode == "follow":
+            return ("fixing (follow): tf.random.set_seed(s) alone also seeds Keras's default seeds (a private "
+                    "generator derived from s; Python's random untouched)")
+        return ("detecting: warns where Keras draws a default seed from Python's random that tf.random.set_seed "
+                "did not seed (read when a layer or initializer is made)")
 
 
-def prepare(ctx: PatchContext) -> None:
-    """At apply_all, before ``import tensorflow`` too: from now on a ``random.seed`` is seen."""
-    # deterministic=True seeds Python's random itself (op_determinism, at its install).
-    source = _sources[ctx] = _DefaultSeeds(ctx.options.get(NAME) or "warn",
-                                          python_seeded=bool(ctx.options.get("deterministic")))
-    original = ctx.replace_attribute(random, "seed", _seed_watch(random.seed, source, ctx))
-    watch = random.seed
-    # A module imported meanwhile may hold the watch by name (opt_einsum's `from random import
-    # seed as random_seed`): it gets random.seed back too, not a wrapper of a reverted patch.
-    ctx.on_revert("random.seed where it was bound by name", lambda: rebind(watch, original))
-
-
-def install(ctx: PatchContext) -> str:
-    if ctx not in _sources:
-        prepare(ctx)
-    source = _sources[ctx]
-    mode = source.mode
-    for package in ("keras", "tf_keras"):
-        if package in sys.modules:
-            _install_or_wait(ctx, source, package)  # a moved symbol fails the patch here
-        else:
-            _when_loaded(ctx, source, package, (package,))
-    if mode == "follow":
-        return ("fixing (follow): tf.random.set_seed(s) alone also seeds Keras's default seeds (a private "
-                "generator derived from s; Python's random untouched)")
-    return ("detecting: warns where Keras draws a default seed from Python's random that tf.random.set_seed "
-            "did not seed (read when a layer or initializer is made)")
+_SEEDS = _Seeds()
 
 
 # --- canary: is the bug still upstream? ---------------------------------------------------------
@@ -255,3 +258,18 @@ def canary() -> Finding:
     differ = not np.array_equal(*weights)
     return Finding(differ, f"Dense weights after the same tf.random.set_seed(1) {'differ' if differ else 'repeat'} "
                            f"({getattr(keras, '__version__', 'tf.keras')})")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="tf.random.set_seed alone leaves Keras's default seeds to Python's random",
+    issue="https://github.com/keras-team/keras/issues/18244",
+    gate=Gate(versions=">=2.10"),  # Keras 2.10 began drawing default seeds from Python's random
+    options=_OPTIONS,
+    prepare=_SEEDS.prepare,
+    install=_SEEDS.install,
+    canary=canary,
+    trap=_TRAP,
+    lifecycle_options={NAME: "follow"},
+)

@@ -41,19 +41,12 @@ from ..core import seeds
 from ..core.seeds import MAX_SEED
 from ..core.options import Option, flag, whole_number
 from ..core.keras import keras_version
+from ..core.patch import Patch
 from . import _deterministic_seeds, _keras_auto_xla
 
 NAME = "op_determinism"
-TITLE = "Repeatable runs: seeds, and the determinism switch each TensorFlow version reads"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/18096"
-PUBLIC = (  # what tests, benchmarks and other patches import from here
-    "TF_CUDNN_DETERMINISTIC", "TF_DETERMINISTIC_OPS", "TF_CUDNN_USE_FRONTEND",
-    "CUBLAS_WORKSPACE_CONFIG", "CUBLAS_WORKSPACE", "KNOWN_GPU_GAPS", "environment_switches",
-    "uses_api", "known_gpu_gaps", "seed_decision", "seed_everything", "crop_and_resize_gradients",
-)
-GATE = Gate(versions=">=1.14")  # TF_CUDNN_DETERMINISTIC, the first switch, came with 1.14
 DEFAULT_SEED = seeds.DEFAULT_SEED
-OPTIONS = (
+_OPTIONS = (
     Option("deterministic", "TF_PATCHES_DETERMINISTIC", flag, False,
            "1: repeatable runs: seed everything and turn on the determinism switch this TF "
            "version reads (and PyTorch's); slower on GPUs. Default: off."),
@@ -353,9 +346,6 @@ def _on_import(ctx: PatchContext, module_name: str, apply: Callable[[Any], None]
 
 
 # --- canary: is the bug still upstream? ---------------------------------------------------------
-LIFECYCLE_OPTIONS = {"deterministic": True}  # opt-in: asked for, it installs on any machine
-# It replaces no attribute: the TF symbol it calls is what a moved-symbol check takes away.
-LIFECYCLE_NEEDS = (("python.framework.config", "enable_op_determinism"),)
 
 
 def crop_and_resize_gradients(runs: int = 3) -> Any:
@@ -389,3 +379,18 @@ def canary() -> Finding:
     if bool(tf.reduce_all(grads == grads[0])):  # the GPU kernels are the main case: a clean CPU says nothing of them
         return Finding(None, "CPU crop_and_resize gradient repeatable here; GPU kernels need a GPU")
     return Finding(True, "CPU crop_and_resize gradients differ between runs without op determinism")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="Repeatable runs: seeds, and the determinism switch each TensorFlow version reads",
+    issue="https://github.com/tensorflow/tensorflow/issues/18096",
+    gate=Gate(versions=">=1.14"),  # TF_CUDNN_DETERMINISTIC, the first switch, came with 1.14
+    options=_OPTIONS,
+    precondition=precondition,
+    prepare=prepare,
+    install=install,
+    canary=canary,
+    lifecycle_options={"deterministic": True},  # opt-in: asked for, it installs on any machine
+)

@@ -35,16 +35,11 @@ from ..core.errors import TfPatchesError, TfPatchesWarning
 from ..core.frames import CodeClassifier, package_dirs
 from ..core.gate import Gate
 from ..core.options import Option, choice
+from ..core.patch import Patch
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 NAME = "rfft_guard"
-TITLE = "FFT guard for nvidia-tensorflow 1.15.5: warn, refuse, or run FFT ops on the CPU"
-ISSUE_URL = "https://github.com/NVIDIA/tensorflow/issues/76"
-PUBLIC = (  # what tests, benchmarks and other patches import from here
-    "REPORTED_MACHINE", "MODES", "UnsafeFFTWarning", "UnsafeFFTError", "CallSites", "Guard",
-)
-# 1.15.4 was fine; the local tag (+nv22.12) is ignored by the version check, the build is not.
-GATE = Gate(versions="==1.15.5", nvidia_build=True, requires_gpu=True)
+_ISSUE_URL = "https://github.com/NVIDIA/tensorflow/issues/76"
 # The machine of the report, as Environment.from_dict takes it: to describe the affected build to
 # tests, benchmarks, or `tf-patches report` on another machine (TF_PATCHES_ASSUME).
 REPORTED_MACHINE = {
@@ -55,7 +50,7 @@ REPORTED_MACHINE = {
     "gpus": [{"name": "NVIDIA GeForce RTX 4090", "compute_capability": "8.9"}],
 }
 MODES = ("warn", "error", "cpu")
-OPTIONS = (
+_OPTIONS = (
     Option(NAME, "TF_PATCHES_RFFT_GUARD", choice(*MODES), "warn",
            "warn (default): one warning per call site; error: raise before an FFT op is built; "
            "cpu: build FFT ops (and their gradients) on the CPU."),
@@ -150,7 +145,7 @@ class Guard:
                 return original(*args, **kwargs)
             raise UnsafeFFTError(
                 f"tf-patches refused to build {label} on {build}, whose cuFFT ops leak "
-                f"({_evidence()}). {_remedies()}, or set {OPTIONS[0].env_var}=warn to allow it."
+                f"({_evidence()}). {_remedies()}, or set {_OPTIONS[0].env_var}=warn to allow it."
             )
 
         return guarded
@@ -198,7 +193,7 @@ def _origin(frame: Any) -> Tuple[str, int]:
 
 def _evidence() -> str:
     return (
-        f"NVIDIA/tensorflow issue 76, {ISSUE_URL}, no fix: with a Variable or tf.random input each "
+        f"NVIDIA/tensorflow issue 76, {_ISSUE_URL}, no fix: with a Variable or tf.random input each "
         "run is slower and host memory grows until a segfault"
     )
 
@@ -206,7 +201,7 @@ def _evidence() -> str:
 def _remedies() -> str:
     return (
         "Remedies: pin nvidia-tensorflow 1.15.4 (not affected), or run FFT ops on the CPU with "
-        f"{OPTIONS[0].env_var}=cpu (tf_patches.apply_all(rfft_guard=\"cpu\"))"
+        f"{_OPTIONS[0].env_var}=cpu (tf_patches.apply_all(rfft_guard=\"cpu\"))"
     )
 
 
@@ -267,7 +262,7 @@ def install(ctx: PatchContext) -> str:
         detail += f"; unguarded, held by user code since before apply_all(): {', '.join(ctx.user_bindings)}"
         warnings.warn(
             f"tf-patches: {', '.join(ctx.user_bindings)} took an FFT function before apply_all() "
-            f"and stay unguarded on {guard.build}, whose FFT ops leak ({ISSUE_URL}): call "
+            f"and stay unguarded on {guard.build}, whose FFT ops leak ({_ISSUE_URL}): call "
             "apply_all() before importing them, or look them up when calling (tf.signal.rfft).",
             UnsafeFFTWarning, stacklevel=2)
     if mode == "cpu":
@@ -276,7 +271,7 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="FFT ops not pinned to the CPU on the nvidia-tensorflow 1.15.5 build whose cuFFT ops leak",
     unit_bytes=by_minor({}, None), floor=0, fix="run them on the CPU (or refuse them)",
     options={NAME: "cpu"},
@@ -339,13 +334,25 @@ class UnsafeFFTs(Probe):
         return self._count
 
 
-PROBE = UnsafeFFTs
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
-# The build it is for, described: it installs (and its symbols are checked) on any TF 2.x.
-LIFECYCLE_OPTIONS = {"env": REPORTED_MACHINE}
 
 
 def canary() -> Finding:
     return Finding(None, "nvidia-tensorflow 1.15.5 with a GPU only (benchmarks/rfft_guard.py on one)")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="FFT guard for nvidia-tensorflow 1.15.5: warn, refuse, or run FFT ops on the CPU",
+    issue=_ISSUE_URL,
+    # 1.15.4 was fine; the local tag (+nv22.12) is ignored by the version check, the build is not.
+    gate=Gate(versions="==1.15.5", nvidia_build=True, requires_gpu=True),
+    options=_OPTIONS,
+    install=install,
+    signature=_SIGNATURE,
+    probe=UnsafeFFTs,
+    canary=canary,
+    # The build it is for, described: it installs (and its symbols are checked) on any TF 2.x.
+    lifecycle_options={"env": REPORTED_MACHINE},
+)

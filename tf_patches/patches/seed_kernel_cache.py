@@ -35,17 +35,12 @@ from ..core.context import PatchContext, tf_module
 from ..core.gate import Gate
 from ..core.units import KIB
 from ..core.options import Option, choice
+from ..core.patch import Patch
 from ..core.signature import EagerExecutions, Installer, Probe, Signature, attribute_after, by_minor
 
 NAME = "seed_kernel_cache"
-TITLE = "Stock numbers without the kernel-cache leak of eager random ops under a global seed"
-ISSUE_URL = "https://github.com/tensorflow/tensorflow/issues/36164"
-PUBLIC = (  # what tests, benchmarks and other patches import from here
-    "TWINS", "TWINLESS", "NOT_FED", "PairTable", "twin_wrapper",
-)
-GATE = Gate(versions=">=2.0")  # present in every 2.x release measured (2.12–2.21); no fix upstream
 _MODES = ("twins", "exact")
-OPTIONS = (
+_OPTIONS = (
     Option(NAME, "TF_PATCHES_SEED_KERNEL_CACHE", choice(*_MODES), "twins",
            "twins (default): stock TF's numbers from stateless twin ops, no kernel kept per draw; "
            "exact: the same, and stock's numbers also where stock repeats a seed pair (≈2.3 % of "
@@ -527,7 +522,7 @@ def install(ctx: PatchContext) -> str:
 
 
 # --- diagnose: the live signature ---------------------------------------------------------------
-SIGNATURE = Signature(
+_SIGNATURE = Signature(
     unit="fresh stateful random kernels (eager random ops under a global seed, no op seed; "
          "the most the kernel cache held at once)",
     # docs/measurements.md, "The eager seed leak (TF 36164)": 35,576 KiB per 1,000 calls on
@@ -589,9 +584,6 @@ class FreshSeedKernels(Probe):
         return self._peak
 
 
-PROBE = FreshSeedKernels
-
-
 # --- canary: is the bug still upstream? ---------------------------------------------------------
 def canary() -> Finding:
     import tensorflow as tf
@@ -599,3 +591,17 @@ def canary() -> Finding:
     tf.random.set_seed(1234)  # ≈35,000 KiB per 1,000 calls on 2.12–2.21, 0.3 with an op seed
     kib = per_1000(lambda: tf.random.uniform([]).numpy(), 2000, 200)
     return Finding(kib > 1000, f"{kib:,.0f} KiB per 1,000 seeded tf.random.uniform calls")
+
+
+# --- the declaration (core/patch.py) -------------------------------------------------------------
+PATCH = Patch(
+    name=NAME,
+    title="Stock numbers without the kernel-cache leak of eager random ops under a global seed",
+    issue="https://github.com/tensorflow/tensorflow/issues/36164",
+    gate=Gate(versions=">=2.0"),  # present in every 2.x release measured (2.12–2.21); no fix upstream
+    options=_OPTIONS,
+    install=install,
+    signature=_SIGNATURE,
+    probe=FreshSeedKernels,
+    canary=canary,
+)
