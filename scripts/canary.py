@@ -3,7 +3,7 @@
 Each registered patch and advisory declares its canary in its own module (``canary()``, in the
 ``# --- canary`` section; :mod:`tf_patches.core.canary`), found here through the registry. Each runs
 in a fresh process: the bug is measured unpatched first, then the patch is applied (with its
-``LIFECYCLE_OPTIONS``) and its report row read. One line per patch:
+``Patch``'s ``lifecycle_options``) and its report row read. One line per patch:
 
 - ``still needed``: the bug reproduces unpatched;
 - ``fixed upstream``: unpatched is clean (set the gate's ``fixed_in``);

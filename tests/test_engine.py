@@ -21,6 +21,7 @@ from tf_patches.core import registry
 from tf_patches.core.context import tf_module
 from tf_patches.core.errors import ConfigWarning, TfPatchesError
 from tf_patches.core.gate import Gate, parse_version
+from tf_patches.core.patch import Patch
 from tf_patches.core.reporting import Report
 
 from .fresh import ROOT, run_fresh
@@ -33,10 +34,7 @@ def counting_patch(tf):
     """A second, real patch: wraps TF's nn_ops.relu6 and counts its installs."""
     nn_ops = tf_module("python.ops.nn_ops")
     module = types.ModuleType("counting_patch")
-    module.NAME, module.TITLE, module.ISSUE_URL = "counting", "test patch", "https://example.invalid"
-    module.GATE = Gate(versions=">=2.0")
-    module.PUBLIC = ("installs",)  # read by the tests below (the registry refuses names it does not know)
-    module.installs = 0
+    module.installs = 0  # read by the tests below
     original = nn_ops.relu6
 
     def install(ctx):
@@ -44,7 +42,8 @@ def counting_patch(tf):
         ctx.replace_attribute(nn_ops, "relu6", lambda *a, **k: original(*a, **k))
         return "counting"
 
-    module.install = install
+    module.PATCH = Patch(name="counting", title="test patch", issue="https://example.invalid",
+                         gate=Gate(versions=">=2.0"), install=install)
     module.original = original
     module.owner = nn_ops
     registry.register(module)
@@ -376,12 +375,10 @@ def test_get_original_and_is_patched(tf):
 
 def test_a_patch_cannot_be_named_none():
     """'none' is the off switch of only= / TF_PATCHES_ONLY, so no patch may take the name."""
-    module = types.ModuleType("none_patch")
-    module.NAME, module.TITLE, module.ISSUE_URL = "None", "test patch", "https://example.invalid"
-    module.GATE = Gate(versions=">=2.0")
-    module.install = lambda ctx: None
+    patch = Patch(name="None", title="test patch", issue="https://example.invalid", gate=Gate(versions=">=2.0"),
+                  install=lambda ctx: None)
     with pytest.raises(ValueError, match="cannot be named 'none'"):
-        registry.register(module)
+        registry.register(patch)
     assert "None" not in registry.names()
 
 

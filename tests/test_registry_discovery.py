@@ -1,11 +1,11 @@
 """A patch registered with ``tf_patches.register()`` gets what a built-in one gets, with no test,
 tool or script edited: the lifecycle suite's checks, ``diagnose`` counting its signature, and the
 canary checking that its bug is still there. All of it is read from the patch's module through
-the registry (``PatchSpec.signature``, ``.probe``, ``.canary``, ``.lifecycle_options``).
+the registry (its ``Patch``'s ``signature``, ``probe``, ``canary``, ``lifecycle_options``).
 
-The patch, built here as a real module object, fixes a library of its own whose ``remember()``
-keeps every argument it is given (a leak), on GPU machines only: like ``rfft_guard``, its
-``LIFECYCLE_OPTIONS`` describe such a machine, so that the checks install it on this CPU one.
+The patch, built here as a real module object declaring ``PATCH``, fixes a library of its own whose
+``remember()`` keeps every argument it is given (a leak), on GPU machines only: like ``rfft_guard``,
+its ``lifecycle_options`` describe such a machine, so that the checks install it on this CPU one.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from tf_patches.core import registry
 from tf_patches.core.canary import Finding
 from tf_patches.core.context import PatchContext
 from tf_patches.core.gate import Gate
+from tf_patches.core.patch import Patch
 from tf_patches.core.signature import EagerExecutions, Installer, Probe, Signature, by_minor
 
 from . import test_lifecycle as lifecycle
@@ -55,13 +56,10 @@ def _library() -> types.ModuleType:
     return library
 
 
-def _patch(library: types.ModuleType) -> types.ModuleType:
-    """A patch module of the built-in ones' shape, with a diagnose section and a canary section."""
+def _patch(library: types.ModuleType, **changes: Any) -> types.ModuleType:
+    """A patch module of the built-in ones' shape (a diagnose section, a canary section, then its
+    ``PATCH``), with ``changes`` to the keywords of its declaration."""
     patch = types.ModuleType("discovery_patch")
-    patch.NAME = NAME
-    patch.TITLE = "remember() keeps nothing"
-    patch.ISSUE_URL = ISSUE_URL
-    patch.GATE = Gate(requires_gpu=True)
 
     def install(ctx: PatchContext) -> str:
         original = library.remember
@@ -74,12 +72,7 @@ def _patch(library: types.ModuleType) -> types.ModuleType:
         ctx.replace_everywhere(library, "remember", remember)
         return "remember() keeps nothing"
 
-    patch.install = install
-
     # --- diagnose: the live signature ---
-    patch.SIGNATURE = Signature(unit="arguments remember() kept", unit_bytes=by_minor({}, 56), floor=8,
-                                fix="the patch keeps nothing")
-
     class KeptArguments(Probe):
         def __init__(self) -> None:
             self._start: Any = None
@@ -90,11 +83,7 @@ def _patch(library: types.ModuleType) -> types.ModuleType:
         def count(self) -> int:
             return 0 if self._start is None else len(library.KEPT) - self._start
 
-    patch.PROBE = KeptArguments
-
     # --- canary: is the bug still upstream? ---
-    patch.LIFECYCLE_OPTIONS = {"env": _machine_with_a_gpu()}
-
     def canary() -> Finding:
         before = len(library.KEPT)
         for _ in range(10):
@@ -102,7 +91,13 @@ def _patch(library: types.ModuleType) -> types.ModuleType:
         kept = len(library.KEPT) - before
         return Finding(kept > 0, f"{kept} of 10 arguments kept")
 
-    patch.canary = canary
+    declared: Dict[str, Any] = dict(
+        name=NAME, title="remember() keeps nothing", issue=ISSUE_URL, gate=Gate(requires_gpu=True),
+        install=install, canary=canary, probe=KeptArguments,
+        signature=Signature(unit="arguments remember() kept", unit_bytes=by_minor({}, 56), floor=8,
+                            fix="the patch keeps nothing"),
+        lifecycle_options={"env": _machine_with_a_gpu()})
+    patch.PATCH = Patch(**{**declared, **changes})
     return patch
 
 
@@ -192,53 +187,55 @@ def test_the_canary_checks_its_bug(tf, library, canary_script, capsys):
 
 
 def test_a_signature_without_its_probe_is_refused(library):
-    patch = _patch(library)
-    patch.NAME = "discovery_half_a_signature"
-    del patch.PROBE
-    with pytest.raises(TypeError, match="(?i)probe"):
-        tf_patches.register(patch)
+    with pytest.raises(TypeError, match="lacks probe"):
+        _patch(library, name="discovery_half_a_signature", probe=None)
     assert "discovery_half_a_signature" not in registry.names()
 
 
 def test_every_registered_spec_hashes_with_what_its_module_declares(library):
-    """A PatchSpec (the engine keys its settings by them) hashes with its LIFECYCLE_OPTIONS mapping."""
+    """A Patch (the engine keys its settings by them) hashes with its lifecycle_options mapping."""
     specs = registry.specs()
     assert NAME in registry.names() and len({hash(spec) for spec in specs}) == len(specs)
 
 
-@pytest.mark.parametrize("misspelled, meant", [("SIGNTURE", "SIGNATURE"), ("LIFECYCLE_OPTION", "LIFECYCLE_OPTIONS"),
-                                               ("instal", "install")])
-def test_a_misspelled_declaration_is_refused_by_name(misspelled, meant):
-    """A public name the registry does not read would be ignored silently: it is refused instead,
-    naming the module and the name. A helper is private, or listed in PUBLIC."""
-    patch = _patch(_library())
-    patch.NAME = "discovery_misspelled"
-    if misspelled == "instal":  # a def in the module (one of another module counts as imported)
-        exec("def instal(ctx):\n    return None", vars(patch))
-    else:
-        setattr(patch, misspelled, getattr(patch, meant, {}))
-    with pytest.raises(TypeError, match=f"discovery_patch .*: {misspelled} \\(did you mean {meant}\\?\\)"):
-        tf_patches.register(patch)
+@pytest.mark.parametrize("misspelled", ["signture", "lifecycle_option", "instal"])
+def test_a_misspelled_keyword_is_refused_where_the_module_is_imported(misspelled):
+    """A keyword the registry does not read would be ignored silently: Patch refuses it, by name."""
+    with pytest.raises(TypeError, match=misspelled):
+        _patch(_library(), name="discovery_misspelled", **{misspelled: None})
     assert "discovery_misspelled" not in registry.names()
 
-    patch = _patch(_library())
-    patch.NAME = "discovery_helpers"
-    exec("def helper(): pass\ndef _private(): pass", vars(patch))  # defined in the module, as a def would be
-    with pytest.raises(TypeError, match="discovery_patch .*: helper\\. "):
-        registry.from_module(patch)
-    patch.PUBLIC = ("helper",)  # the one place a patch module names what other modules import
-    assert registry.from_module(patch).name == "discovery_helpers"
-    patch.PUBLIC = ("helpr",)
-    with pytest.raises(TypeError, match="helpr"):
-        registry.from_module(patch)
+
+def test_a_module_without_its_patch_is_refused_by_name():
+    """0.2's module protocol (NAME, GATE, install... as module names) is no declaration any more."""
+    module = types.ModuleType("discovery_old_form")
+    module.NAME, module.TITLE, module.ISSUE_URL, module.GATE = "discovery_old_form", "t", ISSUE_URL, Gate()
+    module.install = lambda ctx: None
+    with pytest.raises(TypeError, match="discovery_old_form declares no PATCH"):
+        tf_patches.register(module)
+    assert "discovery_old_form" not in registry.names()
 
 
-def test_every_built_in_patch_module_declares_only_known_names():
+def test_a_patch_registers_without_a_module():
+    patch = _patch(_library(), name="discovery_bare").PATCH
+    try:
+        assert tf_patches.register(patch) is patch and registry.by_name("discovery_bare") is patch
+    finally:
+        tf_patches.unregister("discovery_bare")
+
+
+# What 0.2's module protocol named: in a module that declares PATCH, such a name is read by nothing.
+OLD_NAMES = {"TITLE", "ISSUE_URL", "GATE", "OPTIONS", "SIGNATURE", "PROBE", "TRAP", "LIFECYCLE_OPTIONS",
+             "LIFECYCLE_NEEDS", "PUBLIC"}
+
+
+def test_every_built_in_patch_module_declares_its_patch_and_nothing_else():
     for name in registry.PATCH_MODULES:
         module = importlib.import_module(f"tf_patches.patches.{name}")
-        if not hasattr(module, "PATCH"):  # the 0.2 protocol, while modules move to PATCH
-            assert registry.unknown_names(module) == [], name
-        assert registry.from_module(module).name == name
+        assert isinstance(module.PATCH, Patch) and module.PATCH.name == name, name
+        assert registry.from_module(module) is module.PATCH
+        # a stale declaration beside PATCH would be ignored silently
+        assert OLD_NAMES.isdisjoint(vars(module)), (name, sorted(OLD_NAMES.intersection(vars(module))))
     assert [spec.title for spec in registry.specs() if spec.title.endswith("(not loaded)")] == []
 
 
@@ -246,13 +243,16 @@ def test_a_built_in_module_that_is_refused_fails_alone():
     """Never break the host program: a built-in patch module the registry refuses (or that cannot be
     imported) is a failed row with the reason; apply_all() returns, the other patches apply."""
     result = run_fresh("""
-        import json, sys, types
+        import json, os, tempfile
+        import tf_patches.patches
+        folder = tempfile.mkdtemp()
+        with open(os.path.join(folder, "misspelled.py"), "w") as module:
+            module.write("from tf_patches.core.gate import Gate\\n"
+                         "from tf_patches.core.patch import Patch\\n"
+                         "PATCH = Patch(name='misspelled', title='t', issue='https://example.invalid', "
+                         "gate=Gate(), install=lambda ctx: 'installed', signture=None)\\n")
+        tf_patches.patches.__path__.append(folder)  # a real module of the package, refused at its import
         from tf_patches.core import registry
-        from tf_patches.core.gate import Gate
-        module = types.ModuleType("tf_patches.patches.misspelled")
-        module.NAME, module.TITLE, module.ISSUE_URL, module.GATE = "misspelled", "t", "https://example.invalid", Gate()
-        exec("def install(ctx):\\n    return 'installed'\\nSIGNTURE = None", vars(module))
-        sys.modules[module.__name__] = module
         registry.PATCH_MODULES += ("misspelled", "no_such_module")
         import tf_patches
         report = tf_patches.apply_all()
@@ -266,7 +266,7 @@ def test_a_built_in_module_that_is_refused_fails_alone():
     """)
     rows = result["rows"]
     assert rows["misspelled"][0] == "failed", rows["misspelled"]
-    assert "tf_patches.patches.misspelled" in rows["misspelled"][1] and "SIGNTURE" in rows["misspelled"][1]
+    assert "tf_patches.patches.misspelled" in rows["misspelled"][1] and "signture" in rows["misspelled"][1]
     assert rows["no_such_module"][0] == "failed" and "ModuleNotFoundError" in rows["no_such_module"][1]
     assert rows["seed_kernel_cache"][0] == "pending", rows["seed_kernel_cache"]  # the others: as always
-    assert "SIGNTURE" in result["strict"], result["strict"]
+    assert "signture" in result["strict"], result["strict"]

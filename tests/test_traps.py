@@ -73,17 +73,13 @@ def test_the_users_filter_can_make_it_an_error():
             traps.warn("demo_trap", "x")
 
 
-def test_registry_fills_in_the_traps_patch_name():
-    import types
-
+def test_patch_fills_in_the_traps_patch_name():
     from tf_patches.core.gate import Gate
-    from tf_patches.core.registry import from_module
+    from tf_patches.core.patch import Patch
 
-    module = types.ModuleType("my_trap")
-    module.NAME, module.TITLE, module.ISSUE_URL, module.GATE = "my_trap", "t", "u", Gate()
-    module.install = lambda ctx: "detecting"
-    module.TRAP = traps.Trap(explanation="e", fix="f")
-    assert from_module(module).trap.patch == "my_trap"
+    patch = Patch(name="my_trap", title="t", issue="u", gate=Gate(), install=lambda ctx: "detecting",
+                  trap=traps.Trap(explanation="e", fix="f"))
+    assert patch.trap.patch == "my_trap"
 
 
 def test_autograph_lines_are_mapped_back_to_the_users_source(tmp_path):

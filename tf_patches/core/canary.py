@@ -1,9 +1,9 @@
 """The canary: is a patch's bug still in the TensorFlow this runs under? (``dev.sh nightly``)
 
-A patch module declares ``canary()`` in its ``# --- canary`` section: a small probe that
-reproduces its bug on stock TensorFlow and returns a :class:`Finding`. ``scripts/canary.py`` runs
-each registered patch's canary in a fresh process, unpatched, then applies the patch with its
-``LIFECYCLE_OPTIONS`` (the ``apply_all`` keywords under which it installs on a CPU machine) and
+A patch module writes ``canary()`` in its ``# --- canary`` section (its ``Patch``'s
+``canary=``): a small probe that reproduces its bug on stock TensorFlow and returns a
+:class:`Finding`. ``scripts/canary.py`` runs each registered patch's canary in a fresh process,
+unpatched, then applies the patch with its ``lifecycle_options`` (the ``apply_all`` keywords under which it installs on a CPU machine) and
 reads its report row: still needed, fixed upstream, or broken by a moved symbol.
 """
 

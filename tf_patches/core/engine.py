@@ -17,7 +17,7 @@ if TYPE_CHECKING:  # typing costs milliseconds to import: the names only for che
     from .context import PatchContext
     from .environment import Environment
     from .options import Option
-    from .registry import PatchSpec
+    from .patch import Patch
     from .reporting import Report
 
 ASSUME_VARIABLE = "TF_PATCHES_ASSUME"
@@ -299,14 +299,14 @@ def _asked(options: Tuple[Option, ...], given: Mapping[str, Any]) -> Set[str]:
             if not unset(given.get(option.name)) or not unset(os.environ.get(option.env_var))}
 
 
-def _strict_problem(spec: PatchSpec, state: _State) -> List[str]:
+def _strict_problem(spec: Patch, state: _State) -> List[str]:
     """What strict mode raises for: a patch that failed, or one named in only= that ends skipped."""
     if state.status == FAILED or (state.status == SKIPPED and state.requested):
         return [f"{spec.name}: {state.status}: {state.reason}"]
     return []
 
 
-def _kept_settings(spec: PatchSpec, state: _State, options: Mapping[str, Any], asked: Set[str]) -> List[str]:
+def _kept_settings(spec: Patch, state: _State, options: Mapping[str, Any], asked: Set[str]) -> List[str]:
     """What a call asks of a patch already applied or pending that differs from what it has."""
     assert state.ctx is not None
     kept = [f"{spec.name} keeps {option.name}={state.ctx.options.get(option.name)!r} "
@@ -318,7 +318,7 @@ def _kept_settings(spec: PatchSpec, state: _State, options: Mapping[str, Any], a
     return kept
 
 
-def _start(spec: PatchSpec, state: _State, env: Environment, options: Mapping[str, Any]) -> None:
+def _start(spec: Patch, state: _State, env: Environment, options: Mapping[str, Any]) -> None:
     verdict, reason = spec.check(env, options)
     if verdict is False:
         state.status, state.reason = SKIPPED, reason
@@ -340,7 +340,7 @@ def _start(spec: PatchSpec, state: _State, env: Environment, options: Mapping[st
         _register_hook()
 
 
-def _install(spec: PatchSpec, state: _State) -> None:
+def _install(spec: Patch, state: _State) -> None:
     ctx = state.ctx
     assert ctx is not None
     if not ctx.env.complete:  # re-check with what only an imported TF knows (GPUs, CUDA)
@@ -366,7 +366,7 @@ def _install(spec: PatchSpec, state: _State) -> None:
 _advised = set()  # advisories already warned about in this process
 
 
-def _advise(spec: PatchSpec, state: _State, env: Environment) -> None:
+def _advise(spec: Patch, state: _State, env: Environment) -> None:
     state.ctx = None
     try:
         state.status, state.reason = ADVISED, spec.advise(env)

@@ -1,11 +1,11 @@
 """A leak's live signature, as ``tf-patches diagnose`` counts it in a running program: what a
 patch module declares in its ``# --- diagnose`` section, and the machinery its probe uses.
 
-A patch module that knows its leak's signature declares ``SIGNATURE`` (a :class:`Signature`:
+A patch module that knows its leak's signature declares ``signature=`` (a :class:`Signature`:
 what one count is, its size in bytes where measured, the floor below which it has not fired,
-the fix) and ``PROBE`` (a :class:`Probe` class that counts it). The registry reads both, as it
-reads ``GATE``; :mod:`tf_patches.diagnosis` arms every registered probe through an
-:class:`Installer` and reports what each counted.
+the fix) and ``probe=`` (a :class:`Probe` class that counts it) in its ``Patch``
+(:mod:`tf_patches.core.patch`), beside its ``gate``; :mod:`tf_patches.diagnosis` arms every
+registered probe through an :class:`Installer` and reports what each counted.
 
 A probe counts the leak's unit (a fresh stateful kernel, an op added to a Session's graph after
 its warm-up, a callback kept…) from TensorFlow's own structures where it keeps them, at the call

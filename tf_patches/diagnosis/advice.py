@@ -1,6 +1,6 @@
 """Advice ``tf-patches diagnose`` gives from what a process showed, not by default (issue 20).
 
-The known leaks carry their own advice (each patch module's ``SIGNATURE``: the patch, the fix in
+The known leaks carry their own advice (each patch's ``signature``: the patch, the fix in
 code, the fix upstream). This module gives the rest, each only on its evidence:
 
 - **another allocator** where the C heap holds much more than it uses while RSS grows

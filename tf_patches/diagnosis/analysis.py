@@ -1,7 +1,7 @@
 """The arithmetic of a diagnosis: from the snapshots of the processes that imported TensorFlow,
 how much memory grew while setting up and how fast it grows after (:mod:`.figures`' rule), which
 known leak signatures fired, what each explains and how sure that is, where in the user's code
-the units are made, the fixes (each patch module's ``SIGNATURE``) and the advice the evidence
+the units are made, the fixes (each patch's ``signature``) and the advice the evidence
 supports (:mod:`.advice`). :mod:`.report` renders it (text, JSON, plot).
 """
 

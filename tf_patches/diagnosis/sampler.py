@@ -7,7 +7,7 @@
     print(d.report())
 
 A :class:`Diagnosis` arms the probe of every registered patch that declares a signature (its
-module's ``PROBE``, found through the registry) when TensorFlow is imported (at once if it is), samples the process's RSS and the counts every ``interval`` seconds in a
+``Patch``'s ``probe``, found through the registry) when TensorFlow is imported (at once if it is), samples the process's RSS and the counts every ``interval`` seconds in a
 daemon thread, and removes the probes when stopped. ``tf-patches diagnose -- COMMAND`` arms one
 in every Python process of the command's tree through the bootstrap
 (:func:`arm_from_environment`); each writes its snapshot to a file the command reads at the end.

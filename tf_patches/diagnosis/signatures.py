@@ -1,5 +1,5 @@
-"""The leak signatures ``tf-patches diagnose`` knows: each registered patch's ``SIGNATURE`` and
-``PROBE`` (declared in its module's ``# --- diagnose`` section), found through the registry, as
+"""The leak signatures ``tf-patches diagnose`` knows: each registered patch's ``signature`` and
+``probe`` (written in its module's ``# --- diagnose`` section, declared in its ``Patch``), found through the registry, as
 ``apply_all`` finds gates. A patch added with :func:`tf_patches.register` is diagnosed too. The
 machinery the probes use is the engine's: :mod:`tf_patches.core.signature`.
 """
