@@ -3,8 +3,9 @@
 A patch module writes ``canary()`` in its ``# --- canary`` section (its ``Patch``'s
 ``canary=``): a small probe that reproduces its bug on stock TensorFlow and returns a
 :class:`Finding`. ``scripts/canary.py`` runs each registered patch's canary in a fresh process,
-unpatched, then applies the patch with its ``lifecycle_options`` (the ``apply_all`` keywords under which it installs on a CPU machine) and
-reads its report row: still needed, fixed upstream, or broken by a moved symbol.
+unpatched, then applies the patch with its ``lifecycle_options`` (the ``apply_all`` keywords
+under which it installs on a CPU machine) and reads its report row: still needed, fixed
+upstream, or broken by a moved symbol.
 """
 
 from __future__ import annotations
