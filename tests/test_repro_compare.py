@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence
 import pytest
 
 from tf_patches.isolation import processes
-from tf_patches.repro import datafiles, masking, runner
+from tf_patches.repro import compare, datafiles, masking, runner
 from tf_patches.repro.masking import Masker, final_lines, first_difference, masked_lines
 
 from .fresh import fresh_env
@@ -470,6 +470,28 @@ def test_a_folder_rewritten_in_place_by_each_run_is_written_by_each(tmp_path: Pa
     assert not any("was not written" in note for run in runs for note in run.notes)
     assert any("fifo (a FIFO)" in note for note in runs[1].notes)
     assert datafiles.compare("out", runs[0].files["out"], runs[1].files["out"], 2) is None
+
+
+def test_a_compare_path_left_a_fifo_or_a_link_to_a_device_says_so(tmp_path: Path) -> None:
+    # Runs that leave --compare's path a FIFO, or a link to /dev/zero: nothing to read (no hang),
+    # "not checked", saying what the run left; before: "no run wrote it", and the link to /dev/zero
+    # "a link that leads nowhere". A path no run touched still reads "no run wrote it".
+    code = textwrap.dedent("""
+        import os
+        os.path.exists("pipe") or os.mkfifo("pipe")
+        os.path.lexists("zero") or os.symlink("/dev/zero", "zero")
+        print("done")
+    """)
+    paths = ["pipe", "zero", "never"]
+    runs = [_run_once(tmp_path, number, ["-c", code], compare=paths, cwd=str(tmp_path)) for number in (1, 2)]
+    result = compare.compare(runs, paths, Masker(), compare_stderr=False)
+    assert result.verdict == "not checked"
+    assert result.not_checked == ["--compare pipe: a run left a FIFO there, not a file",
+                                  "--compare zero: a run left a link to /dev/zero (a character device) there, not a file",
+                                  "--compare never: no run wrote it"]
+    only_never = compare.compare(runs, ["never"], Masker(), compare_stderr=False)
+    assert only_never.summary == ("--compare never: no run wrote it, so it was not compared "
+                                  "(the 2 runs' other outputs are identical)")
 
 
 # -- .keras -----------------------------------------------------------------------------------

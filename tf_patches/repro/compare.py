@@ -6,6 +6,7 @@ checked"."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -86,9 +87,11 @@ def compare(runs: Sequence[Run], compare_paths: Sequence[str], masker: Masker, c
                 result.first_difference = {**found_file.to_dict(), "line": None}
                 return result
     if unwritten:
-        result.not_checked += [f"--compare {path}: no run wrote it" for path in unwritten]
-        result.summary = (f"--compare {', '.join(unwritten)}: no run wrote it, so it was not compared "
-                          f"(the {len(runs)} runs' other outputs are identical)")
+        why = [f"--compare {path}: {_not_written(path, runs)}" for path in unwritten]
+        result.not_checked += why
+        said = ("; ".join(why) if any(not line.endswith(": no run wrote it") for line in why)
+                else f"--compare {', '.join(unwritten)}: no run wrote it")
+        result.summary = f"{said}, so it was not compared (the {len(runs)} runs' other outputs are identical)"
         return result
     result.verdict = REPEATABLE
     counted = [f"stdout {_count(line_count(texts['stdout']), 'line')}"]
@@ -100,6 +103,17 @@ def compare(runs: Sequence[Run], compare_paths: Sequence[str], masker: Masker, c
     if result.masked:
         result.summary += f"; {_count(len(result.masked), 'line')} equal only once masked (see masked)"
     return result
+
+
+def _not_written(path: str, runs: Sequence[Run]) -> str:
+    """Why no run left ``path`` to compare: what a run left there instead of a file (a FIFO, a
+    link to a device: the note datafiles.keep made), or that no run wrote it."""
+    for run in runs:
+        for note in run.notes:
+            where, _, what = note.partition(": ")
+            if what.endswith(", not compared") and (where == path or where.endswith(os.sep + path)):
+                return f"a run left {what[:-len(', not compared')]} there, not a file"
+    return "no run wrote it"
 
 
 def _unusable(runs: Sequence[Run]) -> str:

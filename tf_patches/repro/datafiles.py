@@ -200,7 +200,10 @@ def _what(path: str) -> str:
     except OSError:
         return "unreadable"
     if stat.S_ISLNK(info.st_mode):
-        return f"a link to {_readlink(path)} that leads nowhere"
+        try:  # a link to /dev/zero leads somewhere: say where it leads
+            return f"a link to {_readlink(path)} ({_kind_of_mode(os.stat(path).st_mode)})"
+        except OSError:
+            return f"a link to {_readlink(path)} that leads nowhere"
     return _kind_of_mode(info.st_mode)
 
 
