@@ -7,8 +7,9 @@ stdout and writes a SIZE MB file, run twice plainly and once under ``tf-patches 
 - ``stdout end``: stdout's last line differs (a real difference);
 - ``file end``: the file's last 8 bytes differ, stdout is the same (a real difference);
 - ``long line``: a line of SIZE/10 MB whose time stamp differs (masked: repeatable);
-- ``stamped lines``: SIZE/10 MB of log lines, each with its own time stamp (every line masked:
-  the masks' cost per line, not yet within the goal at 100 MB).
+- ``stamped lines``: SIZE/10 MB of log lines, each with its own time stamp (every line masked);
+- ``all stamped``: all SIZE MB of stdout such lines (issue 39's worst shape: every line differs,
+  masked a block of lines at a time once the first 50 are listed).
 
     python benchmarks/repro_compare.py [SIZE_MB] [--smoke]       (default 100; --smoke: 1 MB)
 """
@@ -40,19 +41,19 @@ PROGRAM = textwrap.dedent("""
         words = b" ".join(b"%.4f" % (i / 7) for i in range(size // 70))
         out.write(words + b" at 2026-11-27 10:00:%02d\\n" % (run % 60))
         body -= len(words)
-    if case == "stamped lines":  # size/10 of log lines, each with its own time stamp
-        stamped = size // 10
+    if case in ("stamped lines", "all stamped"):  # log lines, each with its own time stamp
+        stamped = size // 10 if case == "stamped lines" else size
         for i in range(stamped // 60):
             out.write(b"2026-11-27 10:%02d:%02d,%03d INFO step %d loss 0.%04d\\n"
                       % ((i // 60 + run) % 60, (i + run) % 60, i % 1000, i, i * 7919 % 10000))
         body -= stamped
-    out.write(line * (body // len(line)))
+    out.write(line * (max(body, 0) // len(line)))
     out.write(b"final %d\\n" % (run if case == "stdout end" else 0))
     data = random.Random(0).randbytes(size)
     with open("out.bin", "wb") as handle:
         handle.write(data[:-8] + (b"%08d" % run if case == "file end" else data[-8:]))
 """)
-CASES = ("identical", "stdout end", "file end", "long line", "stamped lines")
+CASES = ("identical", "stdout end", "file end", "long line", "stamped lines", "all stamped")
 
 
 def timed(command, env, cwd) -> float:
@@ -84,8 +85,8 @@ def main() -> int:
             rows.append({"output": case, "plain_s": round(plain_s, 2), "repro_s": round(repro_s, 2),
                          "added_s": round(repro_s - plain_s, 2), "verdict": verdict})
             print(f"{case:<14} {plain_s:>10.1f} s {repro_s:>13.1f} s {repro_s - plain_s:>+6.1f} s  {verdict}")
-    worst = max(row["added_s"] for row in rows if row["output"] != "stamped lines")
-    print(f"most added (but stamped lines) {worst:+.1f} s (goal <= {GOAL_S:g} s at 100 MB)")
+    worst = max(row["added_s"] for row in rows)
+    print(f"most added {worst:+.1f} s (goal <= {GOAL_S:g} s at 100 MB)")
     print(json.dumps({"size_mb": SIZE_MB, "rows": rows}))
     return 0
 
