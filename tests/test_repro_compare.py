@@ -3,8 +3,9 @@ masks (times by their plausibility or the runs' own window, durations only on ti
 temporary folders but not file names, PIDs only where they stand as PIDs), undecodable bytes,
 ``\\r`` drawn as a terminal draws it, standard input read once for every run (a pipe held open
 never hangs), the runs' clocks, folders stamped by their files (rewritten in place, ``cp -p``,
-dangling links, FIFOs, sockets), and ``.keras`` files from two real Keras processes. Plain
-Python except the one Keras test (2 TF processes, run side by side)."""
+dangling links, FIFOs, sockets), a block of lines masked as its lines are, and ``.keras`` files
+from two real Keras processes. Plain Python except the one Keras test (2 TF processes, run side by
+side)."""
 
 from __future__ import annotations
 
@@ -252,7 +253,8 @@ def _log(run: int, lines: int) -> List[str]:
     made = []
     for index in range(lines):
         made.append([
-            f"2026-11-27 10:{(index // 60 + run) % 60:02d}:{(index + run) % 60:02d},{index % 1000:03d} INFO step {index} loss 0.{index * 7919 % 10000:04d}",
+            f"2026-11-27 10:{(index // 60 + run) % 60:02d}:{(index + run) % 60:02d},{index % 1000:03d} "
+            f"INFO step {index} loss 0.{index * 7919 % 10000:04d}",
             f"epoch {index} took {1.5 + run} s, ETA {3 + run}:00",
             f"[{2 + run}] INFO batch {index} at {NOW - run:.3f}",
             f"I1127 16:12:0{run}.123456  140{run} a.cc:12] step {index}",

@@ -366,8 +366,9 @@ def _block_equal(first: List[str], other: List[str], masker: Masker) -> Optional
         sides.append("\n".join(lines))
     a, b = sides
     # Each side's shape: ASCII digits as 0 (a translation at memory speed), so that "a run of 8
-    # digits" or "a line starting I1127 " (or W, E, F) is one substring test. Masks only replace text with
-    # placeholders: no later run of digits is longer, no line start changes before TF's prefix.
+    # digits" or "a line starting I1127 " (or W, E, F) is one substring test. Masks only replace
+    # text with placeholders: no later run of digits is longer, no line start changes before TF's
+    # prefix.
     shape_a, shape_b = ("\n" + side.translate(_ZEROS) if side.isascii() else None for side in sides)
     timing_left = True
     for _, change, timing_only, needs, shapes in steps[ignored:]:
