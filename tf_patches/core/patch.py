@@ -12,7 +12,8 @@ The protocol, written here once (ARCHITECTURE.md, "How to add a patch", points h
         prepare=prepare,                # optional: (ctx) -> None, before `import tensorflow` too
         install=install,                # (ctx) -> the report's sentence; every change through ctx
         advise=advise,                  # an advisory's (env) -> advice, instead of install
-        signature=SIGNATURE, probe=Probe,  # optional, both or neither: its leak, for diagnose
+        signature=_SIGNATURE,           # optional, both or neither: its leak's Signature, and
+        probe=CountsIt,                 # the Probe class that counts it (tf-patches diagnose)
         canary=canary,                  # optional: () -> Finding, for scripts/canary.py
         trap=Trap(...),                 # optional: a reproducibility trap, for tf-patches repro
         lifecycle_options={...},        # optional: apply_all keywords under which it installs on
