@@ -240,16 +240,7 @@ def installed_distribution(package: str, distributions: Sequence[str]) -> Tuple[
         if spec is None:  # not importable: its version decides nothing (and metadata costs ≈17 ms)
             return None, None
     if spec is not None and spec.origin:
-        site = os.path.dirname(os.path.dirname(spec.origin))
-        try:
-            entries = os.listdir(site)
-        except OSError:
-            entries = []
-        found = {}
-        for entry in entries:
-            if entry.endswith(".dist-info") and "-" in entry:
-                dist, _, version = entry[: -len(".dist-info")].partition("-")
-                found[_normalise(dist)] = version
+        found = _distributions_in(os.path.dirname(os.path.dirname(spec.origin)))
         for name in distributions:
             if name in found:
                 return name, found[name]
@@ -263,6 +254,29 @@ def installed_distribution(package: str, distributions: Sequence[str]) -> Tuple[
         except Exception as exc:  # a broken dist-info must not stop detection
             logger.debug("reading metadata of %s failed: %s", name, exc)
     return None, None
+
+
+# Site directory -> (its mtime, {distribution: version}): apply_all() asks for TensorFlow's and
+# Keras's (twice) in the same site-packages, listed once while nothing is installed there.
+_listings: Dict[str, Tuple[int, Dict[str, str]]] = {}
+
+
+def _distributions_in(site: str) -> Dict[str, str]:
+    try:
+        mtime = os.stat(site).st_mtime_ns
+        cached = _listings.get(site)
+        if cached is not None and cached[0] == mtime:
+            return cached[1]
+        entries = os.listdir(site)
+    except OSError:
+        return {}
+    found = {}
+    for entry in entries:
+        if entry.endswith(".dist-info") and "-" in entry:
+            dist, _, version = entry[: -len(".dist-info")].partition("-")
+            found[_normalise(dist)] = version
+    _listings[site] = (mtime, found)
+    return found
 
 
 def detect() -> Environment:
