@@ -16,10 +16,11 @@ disturbs less than wall time:
   and ≤ 0.35 % of the same process's ``import tensorflow``) and after it (it loads every patch and
   installs; goal ≤ 20 ms and ≤ 0.7 %), the median of fresh processes, CPU time of the process: the
   share of the import is what stays readable on a loaded machine (issue 38). Measured on TF 2.21,
-  medians of 9 fresh processes a side, a shared 2-core box at load 1–4: before the import 2.0 ms,
-  0.07 % (30 ms, 1.19 % when it decided every patch at the call); after it 26.9 ms, 1.02 % (27.4 ms,
-  1.04 %: not yet the goal; its first load is ≈15 ms, seven dataclass definitions ≈5.4 ms of it, and
-  the two searches of TF's modules for bindings ≈6 ms).
+  medians of 15 fresh processes a side, a shared 2-core box at load 2–4: before the import 1.7 ms,
+  0.07 % (30 ms, 1.19 % when it decided every patch at the call); after it 23.2 ms, 0.85 % (was
+  26.9 ms, 1.02 %: four dataclasses became core.records.Record classes, the API search looks up
+  public names instead of walking 17,000; not yet the goal: what is left is mostly the patch modules'
+  own load, ≈7 ms, and the Keras search of keras_seed, ≈2 ms).
 
     python benchmarks/autoapply.py [--smoke]     (--smoke: a few runs each, to check it works)
 """
