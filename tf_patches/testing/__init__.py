@@ -206,7 +206,8 @@ def repro(command: Sequence[str], runs: int = 2, **options: Any) -> Any:
     ``.repeatable``, ``.first_difference``, ``.causes`` (confirmed by experiment first, then
     suspects: ``.name``, ``.where``, ``.confirmed``, ``.fix``), ``.traps``, ``.to_dict()`` (the
     ``--json`` schema). Keywords: ``compare``, ``compare_stderr``, ``ignore``, ``timeout``,
-    ``keep``, ``against``, ``verify``, ``experiments`` (at most that many; 0: none), ``options``
+    ``keep``, ``against`` (a report or a ``record`` file), ``verify``, ``experiments`` (at most that
+    many; 0: none), ``locate``, ``record`` (a file for ``--locate --against`` elsewhere), ``options``
     (the runs' :class:`tf_patches.Settings`, or ``apply_all`` keywords checked as ``apply_all``
     checks them)."""
     from ..repro.command import repro as run_repro
