@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union
 
 from tf_patches.testing import Growth
 
@@ -43,6 +45,22 @@ def ctrl_c_works() -> None:
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def left_running(pids_file: Path, at_least: int = 3) -> List[int]:
+    """The pids written one per line in ``pids_file`` (at least ``at_least``: they started) still
+    running after up to 5 s; those are then killed, never left to the next test."""
+    from tf_patches.isolation import processes
+
+    pids = [int(line) for line in pids_file.read_text().split()]
+    assert len(pids) >= at_least, pids
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and any(processes.alive(pid) for pid in pids):
+        time.sleep(0.1)
+    left = [pid for pid in pids if processes.alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    return left
 
 
 def run_fresh(code: str, env: Optional[Dict[str, Optional[str]]] = None, timeout: Optional[float] = 300) -> Any:

@@ -6,18 +6,12 @@ parent that exited (a double fork), at the run's end and at a time-out. Real pro
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
-from typing import List
 
 from tf_patches import testing
-from tf_patches.isolation import processes
 
-from .fresh import fresh_env
+from .fresh import fresh_env, left_running
 
 # Each helper: no environment (so no repro mark), its pid written to PIDS.
 #  - out:    writes to the run's stdout, started just before the command exits (no walk sees it)
@@ -29,24 +23,12 @@ HELPERS = ("(env -i sleep 301 >/dev/null 2>&1 </dev/null & echo $! >> {pids}; sl
            "sleep 0.5; env -i sleep 303 & echo $! >> {pids}; ")
 
 
-def _left_running(pids_file: Path) -> List[int]:
-    pids = [int(line) for line in pids_file.read_text().split()]
-    assert len(pids) >= 3, pids  # they started
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(processes.alive(pid) for pid in pids):
-        time.sleep(0.1)
-    left = [pid for pid in pids if processes.alive(pid)]
-    for pid in left:  # never leave them to the next test
-        os.kill(pid, signal.SIGKILL)
-    return left
-
-
 def test_helpers_without_the_mark_end_with_the_run(tmp_path):
     pids = tmp_path / "pids"
     command = HELPERS.format(pids=pids, python=sys.executable) + "echo done"
     report = testing.repro(["sh", "-c", command], runs=2, experiments=0, timeout=60)
     assert report.verdict == "repeatable", report.to_dict()
-    assert _left_running(pids) == []
+    assert left_running(pids) == []
 
 
 def test_helpers_without_the_mark_end_with_a_timed_out_run(tmp_path):
@@ -54,7 +36,7 @@ def test_helpers_without_the_mark_end_with_a_timed_out_run(tmp_path):
     command = HELPERS.format(pids=pids, python=sys.executable) + "sleep 60"
     report = testing.repro(["sh", "-c", command], runs=2, experiments=0, timeout=4)
     assert report.verdict == "not checked", report.to_dict()
-    assert _left_running(pids) == []
+    assert left_running(pids) == []
 
 
 def test_diagnose_ends_a_helper_without_the_mark_with_its_command(tmp_path):
@@ -64,4 +46,4 @@ def test_diagnose_ends_a_helper_without_the_mark_with_its_command(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "tf_patches", "diagnose", "--", "sh", "-c", command.format(pids=pids)],
                           env=fresh_env(), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert _left_running(pids) == []
+    assert left_running(pids) == []
