@@ -263,3 +263,26 @@ def test_runs_on_a_ray_cluster_come_back_as_local_runs_do(tmp_path: Path) -> Non
     assert found is not None and (found["op_type"], found["where"]) == (
         "RandomStandardNormal", _line(UNSEEDED, "tf.random.normal")), data["stderr"][-3000:]
     assert data["causes"][0]["name"] == "tf_seed_unset" and data["fingerprint"]["values"]
+
+
+def test_what_a_ray_run_sends_back_keeps_links_and_skips_special_files(tmp_path: Path) -> None:
+    """A --compare copy may hold a dangling link (a `latest` to a removed checkpoint) or a FIFO:
+    packing it on the node neither fails nor blocks, and the link arrives as a link (no Ray)."""
+    import os
+    import types
+
+    from tf_patches.repro import on_ray
+
+    there = tmp_path / "there"
+    (there / "compare").mkdir(parents=True)
+    (there / "compare" / "weights.npy").write_bytes(b"\x93NUMPY")
+    os.symlink("ckpt-7", there / "compare" / "latest")  # dangling
+    os.mkfifo(there / "compare" / "pipe")
+    files = on_ray._files(str(there))
+    assert files == {os.path.join("compare", "weights.npy"): b"\x93NUMPY", os.path.join("compare", "latest"): "ckpt-7"}
+    here = tmp_path / "here"
+    run = types.SimpleNamespace(folder=None, files={"weights": str(there / "compare" / "weights.npy")})
+    on_ray._unpack(run, str(there), files, str(here))
+    assert os.readlink(here / "compare" / "latest") == "ckpt-7"
+    assert (here / "compare" / "weights.npy").read_bytes() == b"\x93NUMPY"
+    assert run.files == {"weights": str(here / "compare" / "weights.npy")}

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 from .runner import Run
 
@@ -64,7 +65,7 @@ def runs(address: str, command: Sequence[str], env: Dict[str, str], folders: Seq
 
 
 def _run_there(command: List[str], env: Dict[str, str], number: int, compare: List[str], timeout: Optional[float],
-               stdin: Optional[bytes], cwd: str) -> Tuple[Run, str, Dict[str, bytes]]:
+               stdin: Optional[bytes], cwd: str) -> Tuple[Run, str, Dict[str, Union[bytes, str]]]:
     """On the node: the run, and what it left as bytes (relative path -> content)."""
     from ..autoapply.run import BOOTSTRAP_DIRECTORY
     from ..isolation import processes
@@ -88,25 +89,38 @@ def _run_there(command: List[str], env: Dict[str, str], number: int, compare: Li
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _files(folder: str) -> Dict[str, bytes]:
-    found: Dict[str, bytes] = {}
+def _files(folder: str) -> Dict[str, Union[bytes, str]]:
+    """What the run left, to send back: a regular file's bytes, a symbolic link's target (text:
+    ``--compare`` copies keep links, a dangling ``latest`` one included); special files (a FIFO,
+    a socket), which the local copy skips with a note, are not opened."""
+    found: Dict[str, Union[bytes, str]] = {}
     total = 0
     for root, _, names in os.walk(folder):
         for name in names:
             path = os.path.join(root, name)
-            total += os.path.getsize(path)
+            info = os.lstat(path)
+            relative = os.path.relpath(path, folder)
+            if stat.S_ISLNK(info.st_mode):
+                found[relative] = os.readlink(path)
+                continue
+            if not stat.S_ISREG(info.st_mode):
+                continue
+            total += info.st_size
             if total > MAX_BYTES:
                 raise RuntimeError(f"the run left more than {MAX_BYTES >> 20} MiB to send back")
             with open(path, "rb") as handle:
-                found[os.path.relpath(path, folder)] = handle.read()
+                found[relative] = handle.read()
     return found
 
 
-def _unpack(run: Run, there: str, files: Dict[str, bytes], folder: str) -> None:
-    """The run's files into ``folder`` here, and its paths pointed at them."""
+def _unpack(run: Run, there: str, files: Dict[str, Union[bytes, str]], folder: str) -> None:
+    """The run's files into ``folder`` here (links as links), and its paths pointed at them."""
     for relative, content in files.items():
         path = os.path.join(folder, relative)
         os.makedirs(os.path.dirname(path), exist_ok=True)
+        if isinstance(content, str):
+            os.symlink(content, path)
+            continue
         with open(path, "wb") as handle:
             handle.write(content)
     run.folder = folder
