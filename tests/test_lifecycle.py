@@ -11,7 +11,6 @@ The checks that need a clean interpreter share three fresh processes.
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 import json
 import sys
@@ -101,7 +100,7 @@ def installs(monkeypatch):
             counts[_name] = counts.get(_name, 0) + 1
             return _install(ctx)
 
-        specs[index] = dataclasses.replace(spec, install=counted)
+        specs[index] = spec._replace(install=counted)
     monkeypatch.setattr(registry, "_specs", specs)
     return counts
 

@@ -27,12 +27,11 @@ methods passed here), not in module globals.
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Optional, Tuple
 
 from .gate import Gate, Verdict
+from .records import Record
 
 if TYPE_CHECKING:  # named in annotations only: the modules that declare them import them
     from .canary import Finding
@@ -47,12 +46,17 @@ def nothing(*_args: Any) -> None:
     return None
 
 
-# init=False: the keyword-only __init__ below (dataclass's kw_only is Python 3.10+).
-@dataclass(frozen=True, init=False)
-class Patch:
+class Patch(Record):
     """One patch's declaration: read by the engine (gate, options, verbs), the tools (signature,
-    probe, canary, trap) and the lifecycle checks (lifecycle_options). See the module docstring."""
+    probe, canary, trap) and the lifecycle checks (lifecycle_options). See the module docstring.
+    (A Record: a frozen dataclass's behaviour, issue 38; a copy with other values is
+    ``patch._replace(install=...)``.)"""
 
+    __slots__ = _fields = _shown = __match_args__ = (
+        "name", "title", "issue", "gate", "options", "precondition", "prepare", "install", "advise", "signature",
+        "probe", "canary", "trap", "lifecycle_options")
+    # Not lifecycle_options: a mapping has no hash, and a Patch stays hashable (the engine keys by them).
+    _compared = _fields[:-1]
     name: str
     title: str
     issue: str
@@ -70,8 +74,7 @@ class Patch:
     canary: Optional[Callable[[], "Finding"]]
     # A reproducibility trap's declaration, read by `tf-patches repro` (core/traps.py).
     trap: Optional["Trap"]
-    # Not compared: a mapping has no hash, and a Patch stays hashable (the engine keys by them).
-    lifecycle_options: Mapping[str, Any] = field(compare=False)
+    lifecycle_options: Mapping[str, Any]
 
     def __init__(self, *, name: str, title: str, issue: str, gate: Gate, options: Iterable["Option"] = (),
                  precondition: Callable[["Environment", Mapping[str, Any]], Optional[str]] = nothing,
@@ -90,15 +93,17 @@ class Patch:
             raise TypeError(f"patch {name!r}: gate must be a core.gate.Gate, got {gate!r}")
         # The signature and the trap name their patch, for the reports that read them alone.
         if signature is not None and signature.patch != name:
-            signature = dataclasses.replace(signature, patch=name)
+            signature = signature._replace(patch=name)
         if trap is not None and trap.patch != name:
-            trap = dataclasses.replace(trap, patch=name)
-        values = dict(name=name, title=title, issue=issue, gate=gate, options=tuple(options),
-                      precondition=precondition, prepare=prepare, install=install or nothing, advise=advise,
-                      signature=signature, probe=probe, canary=canary, trap=trap,
-                      lifecycle_options=MappingProxyType(dict(lifecycle_options)))
-        for key, value in values.items():
-            object.__setattr__(self, key, value)  # frozen
+            trap = trap._replace(patch=name)
+        self._assign(name, title, issue, gate, tuple(options), precondition, prepare, install or nothing, advise,
+                     signature, probe, canary, trap, MappingProxyType(dict(lifecycle_options)))
+
+    def __reduce__(self) -> Tuple[Any, ...]:
+        # Its __init__ takes keywords only (copy.copy works; pickle refuses the mappingproxy, as before).
+        from functools import partial
+
+        return partial(type(self), **{name: getattr(self, name) for name in self._fields}), ()
 
     def check(self, env: "Environment", options: Mapping[str, Any]) -> Verdict:
         """Its gate, then its precondition: whether it applies here, and why (not)."""

@@ -4,13 +4,14 @@ would write for it (``__repr__``, ``__eq__``, ``__hash__``, no assignment, pickl
 ``apply_all()`` after ``import tensorflow`` loaded four of them (issue 38). Standard library only.
 
 A subclass sets ``__slots__`` and ``_fields`` (in ``__init__``'s order), ``_compared`` (what
-``==`` and ``hash`` read; a dataclass's ``compare=True`` fields) and ``_shown`` (what ``repr``
-shows), and its ``__init__`` calls :meth:`_assign`. ``_replace`` is ``dataclasses.replace``.
+``==`` and ``hash`` read; a dataclass's ``compare=True`` fields), ``_hashed`` where ``hash`` reads
+fewer (a dataclass's ``hash=False`` fields left out: a mapping has no hash) and ``_shown`` (what
+``repr`` shows), and its ``__init__`` calls :meth:`_assign`. ``_replace`` is ``dataclasses.replace``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 
 class Record:
@@ -18,6 +19,7 @@ class Record:
     _fields: Tuple[str, ...] = ()
     _compared: Tuple[str, ...] = ()
     _shown: Tuple[str, ...] = ()
+    _hashed: Optional[Tuple[str, ...]] = None  # None: those compared
 
     def _assign(self, *values: Any) -> None:
         for name, value in zip(self._fields, values):
@@ -38,7 +40,8 @@ class Record:
             getattr(other, name) for name in self._compared)
 
     def __hash__(self) -> int:
-        return hash(tuple(getattr(self, name) for name in self._compared))
+        hashed = self._compared if self._hashed is None else self._hashed
+        return hash(tuple(getattr(self, name) for name in hashed))
 
     def __setattr__(self, name: str, value: Any) -> None:
         from dataclasses import FrozenInstanceError  # only when someone tries: what a dataclass raised

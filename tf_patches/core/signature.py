@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import sys
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple
 
 from .context import _MISSING, raw_attribute, restore, tf_module
+from .records import Record
 from .settings import FixOptions
 
 
@@ -39,23 +39,32 @@ def by_minor(sizes: Mapping[str, int], default: Optional[int]) -> Callable[[str]
     return size
 
 
-@dataclass(frozen=True)
-class Signature(FixOptions):
-    """One known leak: how its unit is counted and sized, and the fix."""
+class Signature(Record, FixOptions):
+    """One known leak: how its unit is counted and sized, and the fix. (A Record: a frozen
+    dataclass's behaviour, ``options`` compared but not hashed, issue 38.)"""
 
+    __slots__ = _fields = _compared = _shown = __match_args__ = (
+        "unit", "unit_bytes", "floor", "fix", "options", "patch", "name", "code_fix", "upstream_fix")
+    _hashed = ("unit", "unit_bytes", "floor", "fix", "patch", "name", "code_fix", "upstream_fix")
     unit: str  # what one count is, plural ("fresh stateful random kernels")
     unit_bytes: Callable[[str], Optional[int]]  # by TF version (see by_minor); None: fitted from RSS
     floor: int  # counts up to this are set-up, not a loop: the signature has not fired
     fix: str  # what the patch does about it, in a few words
     # The fix's apply_all() keywords beyond the defaults ({"graph_growth_guard": "finalize"}): the
     # `tf-patches run` flags and the apply_all() arguments a report gives are derived from them.
-    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    patch: str = ""  # registry name of the fix (or the advisory): the registry fills it in
+    options: Mapping[str, Any]
+    patch: str  # registry name of the fix (or the advisory): the registry fills it in
     # For someone who never heard of the library (issue 20): the leak in plain words, singular
     # ("a new random-op kernel kept per draw"); the fix in their own code; the fix upstream.
-    name: str = ""
-    code_fix: str = ""
-    upstream_fix: str = ""
+    name: str
+    code_fix: str
+    upstream_fix: str
+
+    def __init__(self, unit: str, unit_bytes: Callable[[str], Optional[int]], floor: int, fix: str,
+                 options: Optional[Mapping[str, Any]] = None, patch: str = "", name: str = "",
+                 code_fix: str = "", upstream_fix: str = "") -> None:
+        self._assign(unit, unit_bytes, floor, fix, {} if options is None else options, patch, name, code_fix,
+                     upstream_fix)
 
 
 class Installer:

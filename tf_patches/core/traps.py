@@ -18,10 +18,10 @@ import sys
 import threading
 import time
 import warnings
-from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
 
 from .errors import ReproducibilityWarning, logger
+from .records import Record
 from .settings import FixOptions
 from .signature import Site
 
@@ -30,19 +30,26 @@ EVENTS_FILE = "traps-{pid}.jsonl"
 _MAX_EVENTS = 1_000  # per process: a trap springing at every trace of a long job must not grow memory
 
 
-@dataclass(frozen=True)
-class Trap(FixOptions):
-    """One trap, as ``repro``, the report and the warning describe it."""
+class Trap(Record, FixOptions):
+    """One trap, as ``repro``, the report and the warning describe it. (A Record: a frozen
+    dataclass's behaviour, ``options`` compared but not hashed, issue 38.)"""
 
+    __slots__ = _fields = _compared = _shown = __match_args__ = (
+        "explanation", "fix", "options", "too_repeatable", "patch")
+    _hashed = ("explanation", "fix", "too_repeatable", "patch")  # a mapping has no hash
     explanation: str  # plain words, singular: what happens to the user's numbers
     fix: str  # what to do about it, in the user's code (the mode that fixes it, if any)
     # apply_all() keywords of the fix tf-patches can apply ({}: a code change only, or none needed);
     # its `tf-patches run` flags and apply_all() arguments are derived from them.
-    options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    options: Mapping[str, Any]
     # True where the trap makes runs repeat more than they should (the same augmentation every
     # epoch): repro names it as a warning even when two runs are identical.
-    too_repeatable: bool = False
-    patch: str = ""  # registry name: the registry fills it in
+    too_repeatable: bool
+    patch: str  # registry name: the registry fills it in
+
+    def __init__(self, explanation: str, fix: str, options: Optional[Mapping[str, Any]] = None,
+                 too_repeatable: bool = False, patch: str = "") -> None:
+        self._assign(explanation, fix, {} if options is None else options, too_repeatable, patch)
 
 
 class Event(NamedTuple):  # a NamedTuple: a quarter of a frozen dataclass's cost to define
