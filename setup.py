@@ -9,7 +9,7 @@ import os
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-PTH_FILE = os.path.join("tf_patches", "autoapply", "bootstrap", "tf_patches_auto.pth")
+PTH_FILE = os.path.join("tf_patches", "session", "bootstrap", "tf_patches_auto.pth")
 
 
 class build_py_with_pth(build_py):

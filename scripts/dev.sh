@@ -68,7 +68,7 @@ venv() {
   [[ "$tf" != *==* ]] || req=("$tf")
   [ "$tf" != none ] || req=()
   local stamp
-  stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py tf_patches/_version.py tf_patches/autoapply/bootstrap/tf_patches_auto.pth | sha256sum | cut -c1-16)"
+  stamp="$tf $* $(cat setup.cfg pyproject.toml setup.py tf_patches/_version.py tf_patches/session/bootstrap/tf_patches_auto.pth | sha256sum | cut -c1-16)"
   venv_with "${VENV_PYTHON:-$PYTHON}" "$dir" "$stamp" "${req[@]}" -e ".[test]" "$@"
 }
 

@@ -50,7 +50,7 @@ def ctrl_c_works() -> None:
 def left_running(pids_file: Path, at_least: int = 3) -> List[int]:
     """The pids written one per line in ``pids_file`` (at least ``at_least``: they started) still
     running after up to 5 s; those are then killed, never left to the next test."""
-    from tf_patches.isolation import processes
+    from tf_patches.session import processes
 
     pids = [int(line) for line in pids_file.read_text().split()]
     assert len(pids) >= at_least, pids

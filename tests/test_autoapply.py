@@ -17,8 +17,8 @@ from typing import Any, Dict, List, Optional
 
 import pytest
 
-from tf_patches.autoapply import allocator
-from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from tf_patches.session import allocator
+from tf_patches.session.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 from tf_patches.core import options
 
 from .fresh import ROOT, fresh_env
@@ -224,7 +224,7 @@ def test_malloc_without_the_library_fails_before_the_command_starts(tmp_path, na
     code = textwrap.dedent(f"""
         import sys
         from tf_patches import cli
-        from tf_patches.autoapply import allocator
+        from tf_patches.session import allocator
         allocator.search_dirs = lambda: [{str(tmp_path)!r}]
         sys.exit(cli.main(["run", "--malloc", {name!r}, "--", sys.executable, "-c",
                            "open({str(started)!r}, 'w')"]))
@@ -291,7 +291,7 @@ def test_the_pth_line_reads_tf_patches_auto_as_the_options_do(monkeypatch):
         imported.clear()
         exec(PTH.read_text(), {"__builtins__": {"__import__": spy}})
         on = value is not None and value.strip().lower() not in options._FALSE + ("",)  # "" is unset
-        assert imported == (["os", "tf_patches.autoapply.bootstrap", "activated"] if on else ["os"]), value
+        assert imported == (["os", "tf_patches.session.bootstrap", "activated"] if on else ["os"]), value
 
 
 def test_tf_patches_auto_with_a_bad_value_warns_and_applies_nothing(tmp_path):

@@ -21,8 +21,8 @@ import pytest
 from tf_patches import cli
 from tf_patches.diagnosis import command as diagnose_command
 from tf_patches.diagnosis import sampler as diagnosis
-from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
-from tf_patches.isolation import processes
+from tf_patches.session.bootstrap import DIAGNOSE_VARIABLE, DIRECTORY as BOOTSTRAP_DIRECTORY, EVIDENCE, REPRO_VARIABLE
+from tf_patches.session import processes
 
 from .fresh import ROOT, ctrl_c_works, fresh_env
 from .test_isolation import live
@@ -323,7 +323,7 @@ def test_environment_of_the_command(tmp_path, options, expected):
 # -- the bootstrap -----------------------------------------------------------------------------
 @pytest.mark.parametrize("blank", [None, "  "], ids=["unset", "blank"])
 def test_bootstrap_imports_nothing_more_without_the_variable(blank):
-    code = "import sys; print('tf_patches.diagnosis.sampler' in sys.modules, 'tf_patches.autoapply.bootstrap' in sys.modules)"
+    code = "import sys; print('tf_patches.diagnosis.sampler' in sys.modules, 'tf_patches.session.bootstrap' in sys.modules)"
     variables = {"PYTHONPATH": f"{BOOTSTRAP_DIRECTORY}{os.pathsep}{ROOT}"}
     if blank is not None:  # a blank value is unset, as for every TF_PATCHES_* variable
         variables[diagnosis.DIRECTORY_VARIABLE] = blank
@@ -332,16 +332,18 @@ def test_bootstrap_imports_nothing_more_without_the_variable(blank):
 
 
 def test_bootstrap_failure_is_one_line_and_start_up_goes_on(monkeypatch, capsys):
-    from tf_patches.autoapply.bootstrap import sitecustomize
+    from tf_patches.session.bootstrap import sitecustomize
 
     def broken() -> None:
         raise RuntimeError("no\ndiagnosis")
 
     monkeypatch.setattr(diagnosis, "arm_from_environment", broken)
-    sitecustomize._arm_diagnosis()
+    monkeypatch.setenv(diagnosis.DIRECTORY_VARIABLE, "somewhere")
+    monkeypatch.delenv(REPRO_VARIABLE, raising=False)
+    sitecustomize._arm_evidence(sys.modules["tf_patches.session.bootstrap"])
     assert capsys.readouterr().err == ("tf-patches: diagnosis not armed, this process is not counted: "
                                        "RuntimeError: no diagnosis\n")
-    assert sitecustomize.DIAGNOSE_VARIABLE == diagnosis.DIRECTORY_VARIABLE
+    assert (DIAGNOSE_VARIABLE, diagnosis.__name__) == (diagnosis.DIRECTORY_VARIABLE, EVIDENCE[0][1])
 
 
 # -- arguments and commands that cannot run (in this process: nothing starts) ------------------

@@ -21,14 +21,14 @@ from typing import Dict, List
 
 import pytest
 
-from tf_patches.autoapply import run as autoapply
+from tf_patches.session import arguments
 from tf_patches.core import registry
 from tf_patches.core.settings import Settings
 from tf_patches.diagnosis import command as diagnose_command
 from tf_patches.diagnosis import verify
 from tf_patches.diagnosis.report import DiagnosisReport, verification_text
 from tf_patches.diagnosis.snapshot import Snapshot
-from tf_patches.isolation import processes
+from tf_patches.session import processes
 
 from .fresh import ROOT, ctrl_c_works, fresh_env, run_fresh
 
@@ -236,7 +236,7 @@ def test_every_fix_is_declared_once_as_options_that_apply_all_and_tf_patches_run
     assert len(declared) >= 5  # graph_growth_guard, rfft_guard; the traps of 3 patches
     for found in declared:
         parser = argparse.ArgumentParser()
-        autoapply.add_arguments(parser)
+        arguments.add_arguments(parser)
         from_flags = Settings.from_args(parser.parse_args([*found.run_flags, "--", "x"]))
         assert from_flags == found.settings == Settings(**found.options)
         for name, value in found.options.items():

@@ -36,7 +36,7 @@ from tf_patches.isolation.local import (
 
 from tf_patches.testing import rss_bytes
 
-from tf_patches.isolation.processes import GRACE_S
+from tf_patches.session.processes import GRACE_S
 
 from .fresh import ROOT, ctrl_c_works, fresh_env, run_fresh
 
@@ -610,7 +610,7 @@ def test_a_ctrl_c_during_the_stop_cuts_the_exit_grace_short():
 def test_a_timed_out_command_that_dropped_the_mark_is_ended_too():
     """supervise() past its time-out ends the marked processes, and the command itself though it
     exec'd with another environment (env -i): it does not run on to its end."""
-    from tf_patches.isolation import processes
+    from tf_patches.session import processes
 
     with processes.Signals() as signals:
         child = subprocess.Popen(["env", "-i", "sleep", "30"])

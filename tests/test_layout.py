@@ -24,6 +24,13 @@ from .fresh import ROOT, run_fresh
 PACKAGE = "tf_patches"
 SOURCE = ROOT / PACKAGE
 TOOLS = ("autoapply", "diagnosis", "isolation", "repro", "testing", "demo", "cli")
+SESSION = "session"  # what the tools share, below them all: the command session, the supervisor, --malloc
+# The only imports of one tool by another, each a use of the other's public API, never a service
+# that has no home (those live in the session).
+TOOL_USES = {
+    ("testing", "repro"): "tf_patches.testing.repro() is tf-patches repro as a function",
+    ("demo", "testing"): "the demo shows the public testing API at work",
+}
 
 
 def _modules() -> Dict[str, Path]:
@@ -41,7 +48,7 @@ MODULES = _modules()
 def layer(module: str) -> str:
     """``core``, ``patches``, a tool's name, or ``package`` (the top level, its shims and stubs)."""
     parts = module.split(".")
-    if len(parts) > 1 and parts[1] in ("core", "patches") + TOOLS:
+    if len(parts) > 1 and parts[1] in ("core", "patches", SESSION) + TOOLS:
         return parts[1]
     return "package"
 
@@ -161,6 +168,60 @@ def test_patches_import_only_core_and_the_patches_own_modules():
     wrong = [i for module in MODULES if layer(module) == "patches" for i in imports(module)
              if layer(i.target) not in ("core", "patches")]
     assert wrong == []
+
+
+def test_the_session_imports_only_core_and_itself():
+    wrong = [i for module in MODULES if layer(module) == SESSION for i in imports(module)
+             if layer(i.target) not in ("core", SESSION)]
+    assert wrong == []
+
+
+def test_no_tool_imports_another_tool_but_to_use_its_public_api():
+    """Issue 38: a service two tools need lives in the session, not in one of them."""
+    wrong = [i for module in MODULES if layer(module) in TOOLS and layer(module) != "cli" for i in imports(module)
+             if layer(i.target) in TOOLS and layer(i.target) != layer(module)
+             and (layer(module), layer(i.target)) not in TOOL_USES]
+    assert wrong == []
+
+
+def _command_modules() -> Set[str]:
+    """The modules ``cli`` loads by name (its ``COMMANDS`` table): imports all the same."""
+    tree = ast.parse(MODULES[f"{PACKAGE}.cli"].read_text(encoding="utf-8"))
+    for node in _nodes(tree):
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "COMMANDS":
+            return {value.value for value in node.value.values}
+    raise AssertionError("cli.COMMANDS not found")
+
+
+def floors() -> Dict[str, int]:
+    """Each module of the tools and the session, by floor above core and the patches: 1 for one
+    that imports neither; one more than the highest module of another layer it imports (an import
+    inside its own layer does not raise it). ``cli``'s commands count as its imports."""
+    found: Dict[str, int] = {}
+
+    def floor(module: str, seen: tuple = ()) -> int:
+        if layer(module) in ("core", "patches", "package"):
+            return 0
+        if module in found:
+            return found[module]
+        targets = {(i.target, layer(i.target) != layer(module)) for i in imports(module)}
+        if module == f"{PACKAGE}.cli":
+            targets |= {(name, True) for name in _command_modules()}
+        # a cycle inside one layer: what is on the path counts as nothing more
+        result = max([1] + [floor(target, seen + (module,)) + other for target, other in targets
+                            if target not in seen and target != module])
+        found[module] = result
+        return result
+
+    return {module: floor(module) for module in MODULES if layer(module) not in ("core", "patches", "package")}
+
+
+def test_the_tools_stand_at_most_four_floors_above_core():
+    """Issue 38: the drawing of the import graph has at most four floors of tools (the session
+    the first) above core and the patches."""
+    levels = floors()
+    assert max(levels.values()) <= 4, sorted((level, module) for module, level in levels.items() if level > 4)
+    assert levels[f"{PACKAGE}.session.processes"] == 1 and levels[f"{PACKAGE}.cli"] >= 3
 
 
 def test_no_tool_imports_another_tools_private_name():

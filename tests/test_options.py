@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 import tf_patches
 from tf_patches import demo
-from tf_patches.autoapply import run as autoapply
+from tf_patches.session import arguments
+from tf_patches.session.command import EXIT_NOT_FOUND
 from tf_patches.core import options
 from tf_patches.core import registry
 from tf_patches.cli import main
@@ -56,7 +57,7 @@ def _variable(option, text):
 def _flag(option, text):
     """The value ``tf-patches run --<option>=text`` gives (its Settings), or None when it exits 2."""
     parser = argparse.ArgumentParser()
-    autoapply.add_arguments(parser)
+    arguments.add_arguments(parser)
     with contextlib.redirect_stderr(io.StringIO()):
         try:
             args = parser.parse_args([f"--{option.name.replace('_', '-')}={text}", "--", "cmd"])
@@ -187,7 +188,7 @@ def test_report_json_into_a_pipe_whose_reader_has_gone_prints_no_traceback():
 
 
 def test_run_with_an_empty_command_name_says_not_found(capsys):
-    assert main(["run", "--", ""]) == autoapply.EXIT_NOT_FOUND
+    assert main(["run", "--", ""]) == EXIT_NOT_FOUND
     assert capsys.readouterr().err == "tf-patches run: command not found: '' (an empty command name)\n"
 
 

@@ -24,7 +24,7 @@ from typing import List, Optional, Sequence
 
 import pytest
 
-from tf_patches.isolation import processes
+from tf_patches.session import processes
 from tf_patches.repro import compare, datafiles, masking, runner
 from tf_patches.repro.masking import Masker, final_lines, first_difference, masked_lines
 

@@ -2,7 +2,7 @@
 dropped repro's environment mark (``env -i``, ``Popen(env={"PATH": ...})``), left behind by a
 parent that exited (a double fork), at the run's end and at a time-out. Real processes, no TF
 (each case ≈3-5 s); through :func:`tf_patches.testing.repro` (``tf-patches repro``'s runs) and
-``tf-patches diagnose``, which share the supervisor (:class:`tf_patches.isolation.processes.Started`)."""
+``tf-patches diagnose``, which share the supervisor (:class:`tf_patches.session.processes.Started`)."""
 
 from __future__ import annotations
 

@@ -18,8 +18,8 @@ import pytest
 
 import tf_patches
 from tf_patches import Settings
-from tf_patches.autoapply import allocator
-from tf_patches.autoapply import run as autoapply
+from tf_patches.session import allocator
+from tf_patches.session import arguments
 from tf_patches.core import options as core_options
 from tf_patches.core import settings as core_settings
 from tf_patches.core.errors import ConfigWarning
@@ -34,7 +34,7 @@ GIVEN = {"graph_growth_guard": "finalize", "only": ("op_determinism", "keras_see
 
 def _parsed(argv):
     parser = argparse.ArgumentParser()
-    autoapply.add_arguments(parser)
+    arguments.add_arguments(parser)
     with contextlib.redirect_stderr(io.StringIO()):
         return parser.parse_args([*argv, "--", "cmd"])
 

@@ -26,7 +26,7 @@ if not VENV:
 
 PTH = "tf_patches_auto.pth"
 CHECKOUT_MODULES = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tf_patches").rglob("*.py"))
-PACKAGE_DATA = ["tf_patches/autoapply/bootstrap/" + PTH]
+PACKAGE_DATA = ["tf_patches/session/bootstrap/" + PTH]
 
 
 class Venv:
@@ -140,7 +140,7 @@ def test_import_tf_patches_imports_no_tensorflow(venv):
 def test_tf_patches_auto_applies_the_patches_at_import_tensorflow(venv, auto):
     code = """if True:
         import json, sys
-        at_start = ["tf_patches.autoapply.bootstrap" in sys.modules, "tensorflow" in sys.modules]
+        at_start = ["tf_patches.session.bootstrap" in sys.modules, "tensorflow" in sys.modules]
         import tensorflow as tf
         import tf_patches
         print(json.dumps([at_start, tf_patches.report().status("eager_py_function"),
@@ -156,7 +156,7 @@ def test_tf_patches_auto_applies_the_patches_at_import_tensorflow(venv, auto):
 # What an interpreter imports at start-up with the bootstrap armed, over what `python -c pass` does
 # (issue 31: 0.3.0.dev0 imported typing, re, enum… in every interpreter of an auto-patched tree).
 BOOTSTRAP_MODULES = ["sitecustomize", "tf_patches", "tf_patches._version", "tf_patches.autoapply",
-                     "tf_patches.autoapply.bootstrap", "tf_patches.core", "tf_patches.core.importhook"]
+                     "tf_patches.session.bootstrap", "tf_patches.core", "tf_patches.core.importhook"]
 
 
 def test_the_bootstrap_imports_only_its_own_small_modules_at_start_up(venv):
@@ -172,7 +172,7 @@ def test_the_bootstrap_imports_only_its_own_small_modules_at_start_up(venv):
     assert "typing" not in plain and "tf_patches" not in plain  # else this check would be blind
     for off in ("", "0", "off", " False "):
         assert started({"TF_PATCHES_AUTO": off}) == plain, off
-    folder = str(_purelib(venv) / "tf_patches" / "autoapply" / "bootstrap")
+    folder = str(_purelib(venv) / "tf_patches" / "session" / "bootstrap")
     for armed in ({"TF_PATCHES_AUTO": "1"}, {"PYTHONPATH": folder}):
         modules = started(armed)
         assert [name for name in plain if name not in modules] == [], armed
@@ -189,7 +189,7 @@ def test_the_console_script_and_tf_patches_run(venv):
     # `tf-patches run` puts the installed bootstrap folder first: its sitecustomize starts the command
     code = "import sys; print(sys.modules['sitecustomize'].__file__)"
     started = venv.run([script, "run", "--", venv.python, "-c", code]).stdout.strip()
-    assert Path(started) == _purelib(venv) / "tf_patches" / "autoapply" / "bootstrap" / "sitecustomize.py"
+    assert Path(started) == _purelib(venv) / "tf_patches" / "session" / "bootstrap" / "sitecustomize.py"
 
 
 def test_the_pytest_plugin_is_registered_and_pytest_loads_it(venv):

@@ -18,7 +18,7 @@ from typing import Dict, List, Tuple
 import pytest
 
 from tf_patches import __version__, cli
-from tf_patches.autoapply.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+from tf_patches.session.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
 
 from .fresh import ROOT, fresh_env
 

@@ -33,7 +33,7 @@ def _report(args: argparse.Namespace) -> int:
             import tensorflow  # noqa: F401
         except ImportError:
             pass
-    from .autoapply.allocator import describe_loaded
+    from .session.allocator import describe_loaded
     from .core.engine import report
 
     result = report()

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, TextIO
 
 from .core.units import signed
-from .testing import Growth, Reproduction, check_reproducible, child_environment, measure_growth
+from .core.memory import Growth, measure_growth
+from .testing.reproducible import Reproduction, check_reproducible, child_environment
 
 HELP = "measure, on this machine, the TF 36164 leak and a reproducibility trap, before and after tf-patches"
 SEED = 1234  # the global seed of the leak loop (any seed leaks)

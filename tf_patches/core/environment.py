@@ -307,8 +307,8 @@ def detect() -> Environment:
     return env
 
 
-_BOOTSTRAP_MODULE = "tf_patches.autoapply.bootstrap"  # by name: core does not import the tool
-_BOOTSTRAP_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "autoapply",
+_BOOTSTRAP_MODULE = "tf_patches.session.bootstrap"  # by name: core does not import the tool
+_BOOTSTRAP_DIRECTORY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "session",
                                     "bootstrap")
 
 

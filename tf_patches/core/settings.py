@@ -29,7 +29,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING, which type checkers read alike
 if TYPE_CHECKING:
     import argparse
 
-ALLOCATORS = ("jemalloc", "tcmalloc")  # --malloc: what autoapply.allocator knows how to find
+ALLOCATORS = ("jemalloc", "tcmalloc")  # --malloc: what session.allocator knows how to find
 HASH_SEED_VARIABLE = "PYTHONHASHSEED"
 MAX_HASH_SEED = 4294967295  # Python's own limit for PYTHONHASHSEED
 _RUN_FIELDS = ("hash_seed", "malloc")  # tf-patches run's own, in the order its flags are printed

@@ -30,17 +30,15 @@ import argparse
 import importlib.util
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from typing import Dict, List, Optional, Sequence, Tuple, Union
 
-from ..autoapply import allocator
-from ..autoapply import run as autoapply
 from ..core import files, streams
 from ..core.settings import Settings
-from ..isolation import processes
+from ..session import allocator, command as session, processes
+from ..session.arguments import add_arguments as add_patch_arguments, command_of
 from . import sampler as diagnosis
 from .report import DiagnosisReport
 from .snapshot import read_all
@@ -70,11 +68,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--patched", action="store_true",
                         help="apply the patches (the defaults, as tf-patches run does); any patch option below "
                              "applies them too. Without either, the command runs unpatched")
-    autoapply.add_arguments(parser)  # the patch options, --malloc and the command: one definition
+    add_patch_arguments(parser)  # the patch options, --malloc and the command: one definition
 
 
 def run(args: argparse.Namespace) -> int:
-    command = autoapply.command_of(args)
+    command = command_of(args)
     if not command:
         _say("no command given (tf-patches diagnose [options] -- COMMAND...)")
         return 2
@@ -89,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
             started = _diagnosed(command, settings, args.patched, signals, interval, args.interval is not None)
         except allocator.AllocatorNotFound as exc:
             _say(f"--malloc {args.malloc}: {exc}")
-            return autoapply.EXIT_FAILED
+            return session.EXIT_FAILED
         if isinstance(started, int):
             return started
         returncode, report = started
@@ -103,25 +101,25 @@ def run(args: argparse.Namespace) -> int:
 def _run_once(command: Sequence[str], env: Dict[str, str], directory: str, interval: float,
               signals: processes.Signals, interim: bool, title: str = "the command still runs"
               ) -> Union[int, Tuple[int, List[Sample]]]:
-    """Start the command, sample its tree's RSS every ``interval`` (with an interim report, if
-    asked) until it ends, end what it left running (:func:`tf_patches.isolation.processes.supervise`):
-    its return code (negative: a signal) and the samples; or the exit status for a command that
-    could not start."""
-    child = _start(command, env)
-    if isinstance(child, int):
-        return child
+    """The command run once in its session (:func:`tf_patches.session.command.run`: supervised,
+    what it left running ended), its tree's RSS sampled every ``interval`` (with an interim
+    report, if asked): its return code (negative: a signal) and the samples; or the exit status
+    for a command that could not start."""
     samples: List[Sample] = []
+    ticks = []
 
-    def sample() -> None:
-        _sample_tree(child.pid, samples)
-        if interim:
+    def sample(pid: int) -> None:  # once at the start, then every interval
+        _sample_tree(pid, samples)
+        if interim and ticks:
             _interim(directory, command, samples, title)
+        ticks.append(pid)
 
-    _sample_tree(child.pid, samples)
-    leftovers = processes.Started(child.pid, lambda: child.poll() is not None, diagnosis.DIRECTORY_VARIABLE,
-                                  directory)
-    returncode, _ = processes.supervise(child, signals, leftovers, every=interval, tick=sample)
-    return returncode, samples
+    # Inherited fds and stdio as they are, as `tf-patches run`'s exec keeps them.
+    run = session.run("tf-patches diagnose", command, env, signals, mark=diagnosis.DIRECTORY_VARIABLE,
+                      every=interval, tick=sample, inherit_fds=True)
+    if run.returncode is None:
+        return run.status
+    return run.returncode, samples
 
 
 # -- arguments --------------------------------------------------------------------------------
@@ -148,21 +146,12 @@ def _unusable_outputs(args: argparse.Namespace) -> Optional[str]:
 
 # -- the child --------------------------------------------------------------------------------
 def _child_environment(settings: Settings, patched: bool, directory: str, interval: float) -> Dict[str, str]:
-    """`tf-patches run`'s environment, the patches off unless asked (``patched`` or an option
+    """The session's environment, the patches off unless asked (``patched`` or an option
     given), and where each process that imports TF writes its snapshot."""
     if not patched and not settings.to_kwargs():  # the program as it is; the user's own variables would not say so
         settings = settings.merged(Settings(only=[]))
-    env = autoapply.command_environment(settings)
-    env[diagnosis.DIRECTORY_VARIABLE] = directory
-    env[diagnosis.INTERVAL_VARIABLE] = repr(interval)
-    return env
-
-
-def _start(command: Sequence[str], env: Dict[str, str]) -> Union[subprocess.Popen, int]:
-    """The running command, or the exit status ``tf-patches run`` gives when it cannot start."""
-    # Inherited fds and stdio as they are, as `tf-patches run`'s exec keeps them.
-    return autoapply.start_or_status("tf-patches diagnose", command,
-                                     lambda: subprocess.Popen(list(command), env=env, close_fds=False))
+    return session.environment(settings, {diagnosis.DIRECTORY_VARIABLE: directory,
+                                          diagnosis.INTERVAL_VARIABLE: repr(interval)})
 
 
 def _sample_tree(root: int, samples: List[Sample]) -> None:

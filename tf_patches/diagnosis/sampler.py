@@ -25,6 +25,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
+from ..session.bootstrap import DIAGNOSE_VARIABLE
 from ..core import files, importhook
 from ..core.memory import resident_bytes as rss_bytes  # by this name since 0.2 (diagnosis.command reads it)
 from .collection import CollectionWatch
@@ -35,7 +36,7 @@ from .snapshot import Snapshot
 if TYPE_CHECKING:
     from .report import DiagnosisReport
 
-DIRECTORY_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"  # where each process writes <pid>.json
+DIRECTORY_VARIABLE = DIAGNOSE_VARIABLE  # where each process writes <pid>.json (the session's table)
 INTERVAL_VARIABLE = "TF_PATCHES_DIAGNOSE_INTERVAL"
 DEFAULT_INTERVAL = 1.0
 MAX_SAMPLES = 1_000  # past this, every other sample is dropped: a week-long job stays small

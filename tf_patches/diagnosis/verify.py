@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Callable, List, Optional, Sequence, Tuple, Union
 
 from ..core.settings import Settings
-from ..isolation.processes import Signals, shell_status, signal_name
+from ..session.processes import Signals, shell_status, signal_name
+from ..session.verification import fix_run
 from .analysis import Verification, joined
 from .report import DiagnosisReport
 from .signatures import signature_of
@@ -46,11 +47,10 @@ def verify(report: DiagnosisReport, settings: Settings, command: Sequence[str], 
     if not fixes:
         notes.append("nothing to verify: no leak with a fix was named")
         return
-    fixed = fix.merged(settings)  # the fixes' values win over the user's; the user's others stay
-    shown = ["tf-patches", "run", *fixed.to_flags(), "--", *command]
-    verification = report.verification = Verification(fixes=fixes, command=shown)
-    say(f"--verify: running the command again with {', '.join(fixes)} fixed: {joined(shown)}")
-    started = rerun(fixed)
+    planned = fix_run(fixes, fix, settings, command)
+    verification = report.verification = Verification(fixes=fixes, command=planned.command)
+    say(f"--verify: running the command again with {', '.join(fixes)} fixed: {joined(planned.command)}")
+    started = rerun(planned.settings)
     if isinstance(started, int):
         verification.exit_status = started
         notes.append(f"not verified: the fix run could not start (exit status {started})")

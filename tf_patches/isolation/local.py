@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from typing import Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Tuple, TypeVar
 
 from ..core.errors import TfPatchesWarning, brief
-from . import processes
+from ..session import processes
 
 T = TypeVar("T")
 

@@ -83,7 +83,7 @@ def worker_setup() -> None:
     A worker's seed is the one its ``runtime_env`` names (you seeded the workers so), never one
     derived because the driver that started a local cluster was seeded: Ray's processes inherit
     the driver's environment, not its place as their parent (``map_isolated`` derives each item's)."""
-    from ..autoapply import bootstrap
+    from ..session import bootstrap
     from ..core import seeds
 
     os.environ.pop(seeds.SEEDED_BY_VARIABLE, None)

@@ -29,11 +29,12 @@ import sys
 import tempfile
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ..autoapply import allocator
-from ..autoapply import run as autoapply
 from ..core import files, streams
 from ..core.settings import Settings
-from ..isolation import processes
+from ..session import allocator, processes
+from ..session import command as session
+from ..session.arguments import add_arguments as add_patch_arguments, command_of
+from ..session.verification import fix_run
 from . import report as reporting
 from . import runner
 from .compare import compare
@@ -45,6 +46,8 @@ from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
 from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport
 from .runner import Run, run_once
+from .request import (Request, argument_type, check_experiments, check_locate_limit, check_runs,
+                      check_seconds)
 from .vocabulary import Knob, settings_of
 
 LOCATE_LIMIT = locating.DEFAULT_LIMIT
@@ -92,25 +95,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="print the report as one JSON document on a line of its own on stdout")
     parser.add_argument("--output", metavar="FILE",
                         help="write the JSON report to FILE instead (checked before the first run)")
-    autoapply.add_arguments(parser)  # the patch options, --malloc and the command: one definition
+    add_patch_arguments(parser)  # the patch options, --malloc and the command: one definition
 
 
 def run(args: argparse.Namespace) -> int:
-    command = autoapply.command_of(args)
+    command = command_of(args)
     if not command:
         _say("no command given (tf-patches repro [options] -- COMMAND...)")
         return EXIT_USAGE
-    problem = _usage_problem(args)
+    request, settings = Request.from_args(args), Settings.from_args(args)  # the command line read once
+    problem = _usage_problem(request)
     if problem:
         _say(problem)
         return EXIT_USAGE
     try:
         with processes.Signals() as signals:
-            report = examine(args, command, signals, progress=True, stdin=sys.stdin)
+            report = examine(request, command, signals, progress=True, stdin=sys.stdin, settings=settings)
     except allocator.AllocatorNotFound as exc:
-        _say(f"--malloc {args.malloc}: {exc}")
+        _say(f"--malloc {settings.malloc}: {exc}")
         return EXIT_USAGE
-    written = _output(args, report)
+    written = _output(request, report)
     if signals.received:  # a scheduler's SIGTERM, a Ctrl-C: the report is out, then the same death here
         return processes.exit_like(-signals.received[0])
     # A report (or recording) the user asked for and did not get is no success (as diagnose --output).
@@ -135,33 +139,20 @@ def repro(command: Sequence[str], runs: int = 2, *, compare: Sequence[str] = (),
     if isinstance(command, (str, bytes)) or not command or not all(isinstance(part, str) for part in command):
         raise TypeError(f"command must be a non-empty list of strings, got {command!r}")
     settings = options if isinstance(options, Settings) else Settings.from_kwargs(options or {})
-    if isinstance(experiments, bool) or not isinstance(experiments, int) or experiments < 0:
-        raise ValueError(f"experiments must be a whole number >= 0, got {experiments!r}")
-    argv = ["--runs", str(runs), "--experiments", str(experiments),
-            *(["--compare-stderr"] if compare_stderr else []), *(["--verify"] if verify else []),
-            *(["--locate"] if locate else [])]
-    for flag, values in (("--compare", compare), ("--ignore", ignore)):
-        if isinstance(values, (str, bytes)):
-            raise TypeError(f"{flag[2:]} must be a list of strings, got {values!r}")
-        for value in values:
-            argv += [flag, os.fspath(value)]
-    for flag, value in (("--timeout", timeout), ("--keep", keep), ("--against", against), ("--record", record)):
-        if value is not None:
-            argv += [flag, str(value)]
-    parser = _Parser(add_help=False)
-    add_arguments(parser)
-    args = parser.parse_args([*argv, "--", *command])
-    problem = _usage_problem(args)
+    request = Request(runs=runs, compare=compare, compare_stderr=compare_stderr, ignore=ignore, timeout=timeout,
+                      keep=keep, against=against, experiments=experiments, verify=verify, locate=locate,
+                      record=record)
+    problem = _usage_problem(request)
     if problem:
         raise ValueError(problem)
-    return examine(args, list(command), processes.Signals(), progress=False, settings=settings)
+    return examine(request, list(command), processes.Signals(), progress=False, settings=settings)
 
 
 class _Series:
     """What every series of runs of one ``repro`` shares: the command, its environment, the
     folder, standard input, and the working folder's entries before run 1 (what runs left)."""
 
-    def __init__(self, args: argparse.Namespace, settings: Settings, command: Sequence[str], base: str,
+    def __init__(self, args: Request, settings: Settings, command: Sequence[str], base: str,
                  signals: processes.Signals, progress: bool, stdin: Optional[str]) -> None:
         self.args, self.command, self.base, self.signals, self.progress = args, list(command), base, signals, progress
         self.settings = settings  # the runs' patch options, --malloc and --hash-seed
@@ -214,11 +205,11 @@ class _Series:
                 pass
 
 
-def examine(args: argparse.Namespace, command: Sequence[str], signals: processes.Signals,
-            progress: bool = False, stdin: Any = None, settings: Optional[Settings] = None) -> ReproReport:
+def examine(args: Request, command: Sequence[str], signals: processes.Signals, progress: bool = False,
+            stdin: Any = None, settings: Optional[Settings] = None) -> ReproReport:
     """The runs, the report, the experiments where runs differ, and (``--verify``) the fix runs;
-    ``settings``: the runs' (by default, those of the command line ``args``)."""
-    settings = Settings.from_args(args) if settings is None else settings
+    ``settings``: the runs' patch options, ``--malloc`` and ``--hash-seed`` (none by default)."""
+    settings = Settings() if settings is None else settings
     masker = Masker(compile_ignores(args.ignore))
     against = _read_against(args.against) if args.against else None
     base = args.keep or tempfile.mkdtemp(prefix="tf-patches-repro-")
@@ -226,7 +217,7 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: processes
     try:
         given = _stdin(stdin, base)
         series = _Series(args, settings, command, base, signals, progress, given[0])
-        env = autoapply.command_environment(settings)
+        env = session.environment(settings)
         located_env = _locate_environment(args, env, against)  # only these runs are located
         runs = series.ray_runs(located_env, args.runs) if args.ray else series.runs("run", located_env, args.runs)
         left = series.left_behind()
@@ -248,19 +239,19 @@ def examine(args: argparse.Namespace, command: Sequence[str], signals: processes
     return report
 
 
-def _locating(args: argparse.Namespace, against: Optional[Mapping[str, Any]] = None) -> bool:
+def _locating(args: Request, against: Optional[Mapping[str, Any]] = None) -> bool:
     """Whether the runs record op digests: --locate, --locate-limit, --record, or --against a recording."""
     return bool(args.locate or args.locate_limit or args.record or recordings.is_recording(against))
 
 
-def _locate_environment(args: argparse.Namespace, env: Dict[str, str],
+def _locate_environment(args: Request, env: Dict[str, str],
                         against: Optional[Mapping[str, Any]] = None) -> Dict[str, str]:
     if not _locating(args, against):
         return env
     return dict(env, **{locating.VARIABLE: str(args.locate_limit or LOCATE_LIMIT)})
 
 
-def _located(report: ReproReport, args: argparse.Namespace, runs: Sequence[Run], cwd: str,
+def _located(report: ReproReport, args: Request, runs: Sequence[Run], cwd: str,
              against: Optional[Mapping[str, Any]] = None) -> None:
     """--locate: what the runs recorded, and the first op whose outputs differ (as evidence for a
     cause at its line): between the runs here, or (--against a recording) between run 1 and the
@@ -331,7 +322,7 @@ def _record(path: str, report: ReproReport, digests: Optional[Dict[str, Any]]) -
     return {"file": path, "written": True, "bytes": os.path.getsize(path)}
 
 
-def _offer_locate(report: ReproReport, args: argparse.Namespace) -> None:
+def _offer_locate(report: ReproReport, args: Request) -> None:
     if _locating(args) or report.verdict != NOT_REPEATABLE:
         return
     if not any(run_data.get("tensorflow") for run in report.runs for run_data in run.processes):
@@ -379,7 +370,7 @@ def _experiment(report: ReproReport, series: _Series, masker: Masker, env: Dict[
 def knob_environment(settings: Settings, env: Dict[str, str], knob: Knob) -> Dict[str, str]:
     """The runs' environment (made with ``settings``) with ``knob`` turned: its settings over them."""
     if knob.fix:
-        env = autoapply.command_environment(settings_of(knob.fix).merged(settings))
+        env = session.environment(settings_of(knob.fix).merged(settings))
     if knob.knobs:
         env = dict(env, **{KNOBS_VARIABLE: ",".join(knob.knobs)})
     return env
@@ -388,9 +379,9 @@ def knob_environment(settings: Settings, env: Dict[str, str], knob: Knob) -> Dic
 def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
     args, command = series.args, series.command
     names, fix = report.fixes()
-    fixed = fix.merged(series.settings)  # the fixes' values win over the runs' own; their others stay
-    shown = ["tf-patches", "run", *fixed.to_flags(), "--", *command]
-    verification: Dict[str, Any] = {"fixes": names, "flags": list(fix.to_flags()), "command": shown, "verdict": None,
+    planned = fix_run(names, fix, series.settings, command)  # the fixes' values win over the runs' own
+    verification: Dict[str, Any] = {"fixes": names, "flags": list(fix.to_flags()), "command": planned.command,
+                                    "verdict": None,
                                     "summary": "", "first_difference": None, "traps_left": [],
                                     "not_the_cause": [], "runs": []}
     if series.signals.received:
@@ -407,8 +398,8 @@ def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
         report.verification = verification
         return
     if series.progress:
-        _say(f"--verify: {reporting.joined(shown)}")
-    runs = series.runs("verify", autoapply.command_environment(fixed), args.runs)
+        _say(f"--verify: {reporting.joined(planned.command)}")
+    runs = series.runs("verify", session.environment(planned.settings), args.runs)
     rerun = reporting.build(command, runs, args.compare, masker, args.compare_stderr)
     if rerun.verdict == REPEATABLE and runs[0].status != report.runs[0].status:
         # Fix runs that fail alike repeat, but a fix that breaks the program fixes nothing.
@@ -445,42 +436,13 @@ def _entries(folder: str) -> set:
 
 
 # -- arguments --------------------------------------------------------------------------------
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> Any:  # the function form: a ValueError, not a SystemExit
-        raise ValueError(message)
+_runs = argument_type(check_runs)
+_experiments = argument_type(check_experiments)
+_locate_limit = argument_type(check_locate_limit)
+_seconds = argument_type(check_seconds)
 
 
-def _whole(minimum: int, what: str, why: str) -> Any:
-    """An argparse type: a whole number of ``what`` no smaller than ``minimum``."""
-
-    def convert(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number of {what}, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{why}, got {value}")
-        return value
-
-    return convert
-
-
-_runs = _whole(2, "runs", "at least 2 runs are needed to compare")
-_experiments = _whole(0, "experiments", "expected 0 or more experiments")
-_locate_limit = _whole(1, "ops", "expected 1 or more ops")
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a positive number of seconds, got {text!r}")
-    return value
-
-
-def _usage_problem(args: argparse.Namespace) -> Optional[str]:
+def _usage_problem(args: Request) -> Optional[str]:
     """What would fail only later, said before the first run."""
     try:
         compile_ignores(args.ignore)
@@ -552,7 +514,7 @@ def _read_against(path: str) -> Dict[str, Any]:
 
 
 # -- output -----------------------------------------------------------------------------------
-def _output(args: argparse.Namespace, report: ReproReport) -> bool:
+def _output(args: Request, report: ReproReport) -> bool:
     """The file first (--output: written whole, then moved into place), then the text to stderr
     and the JSON to stdout; each failure said, not raised. False where --output failed."""
     data = report.to_dict()

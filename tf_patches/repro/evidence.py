@@ -20,7 +20,9 @@ import atexit
 import os
 import sys
 
-VARIABLE = "TF_PATCHES_REPRO_DIR"  # core.traps.REPRO_DIR_VARIABLE, not imported: start-up cost
+from ..session.bootstrap import REPRO_VARIABLE
+
+VARIABLE = REPRO_VARIABLE  # the session's table; core.traps.REPRO_DIR_VARIABLE (core names no tool)
 PROCESS_FILE = "process-{pid}.json"
 SCHEMA = "tf-patches-repro-evidence/1"  # a process file's layout (collect()); read() skips other layouts
 TRAPS_PREFIX, TRAPS_SUFFIX = "traps-", ".jsonl"  # core.traps.EVENTS_FILE

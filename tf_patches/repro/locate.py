@@ -35,9 +35,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from ..session.bootstrap import REPRO_VARIABLE
 
 VARIABLE = "TF_PATCHES_REPRO_LOCATE"  # the limit, in ops; unset: nothing recorded
-DIR_VARIABLE = "TF_PATCHES_REPRO_DIR"  # evidence.VARIABLE (not imported: start-up cost)
+DIR_VARIABLE = REPRO_VARIABLE  # evidence.VARIABLE (the session's table)
 DEFAULT_LIMIT = 200_000
 FILE = "locate-{pid}.json"
 SCHEMA = "tf-patches-repro-locate/1"

@@ -67,8 +67,8 @@ def runs(address: str, command: Sequence[str], env: Dict[str, str], folders: Seq
 def _run_there(command: List[str], env: Dict[str, str], number: int, compare: List[str], timeout: Optional[float],
                stdin: Optional[bytes], cwd: str) -> Tuple[Run, str, Dict[str, Union[bytes, str]]]:
     """On the node: the run, and what it left as bytes (relative path -> content)."""
-    from ..autoapply.run import BOOTSTRAP_DIRECTORY
-    from ..isolation import processes
+    from ..session.bootstrap import DIRECTORY as BOOTSTRAP_DIRECTORY
+    from ..session import processes
     from .runner import run_once
 
     folder = tempfile.mkdtemp(prefix="tf-patches-repro-ray-")

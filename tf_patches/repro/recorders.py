@@ -41,13 +41,14 @@ import time
 import _thread
 from itertools import count
 
+from ..session.bootstrap import REPRO_VARIABLE
 from . import knobs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:  # typing's names only for checkers: start-up cost
     from typing import Any, Callable, Dict, List, Optional, Tuple
 
-VARIABLE = "TF_PATCHES_REPRO_DIR"  # evidence.VARIABLE (not imported: evidence imports this module)
+VARIABLE = REPRO_VARIABLE  # evidence.VARIABLE (the session's table; evidence imports this module)
 MAX_ENTRIES = 50  # per list: a draw in a loop over new lines must not grow the evidence
 PYTHON, NUMPY, GENERATOR, TF = "python_random", "numpy_global", "numpy_generator", "tf_op"
 _TF_PACKAGES = ("tensorflow", "tensorflow_core", "tf_patches")  # tf-patches' own wrappers of TF's ops

@@ -1,10 +1,9 @@
-"""One run of ``tf-patches repro``: the command as a fresh process tree, in ``tf-patches run``'s
-environment plus ``TF_PATCHES_REPRO_DIR`` (each Python process of the tree records its evidence
-there), standard input from a file (what repro's own stdin held, read once by
-:func:`capture_stdin`: every run gets the same) or ``/dev/null``, standard output and error kept
-to files, supervised as ``diagnose`` supervises its command
-(:func:`tf_patches.isolation.processes.supervise`): signals forwarded, what the command leaves
-running ended, a ``--timeout`` ending the tree.
+"""One run of ``tf-patches repro``: the command as a fresh process tree in its session
+(:func:`tf_patches.session.command.run`, as ``diagnose`` runs its command), with
+``TF_PATCHES_REPRO_DIR`` set (each Python process of the tree records its evidence there),
+standard input from a file (what repro's own stdin held, read once by :func:`capture_stdin`: every
+run gets the same) or ``/dev/null``, standard output and error kept to files: signals forwarded,
+what the command leaves running ended, a ``--timeout`` ending the tree.
 
 Output is kept as bytes decoded with ``errors="surrogateescape"``: two runs whose bytes differ
 never read as the same text (``errors="replace"`` made any two invalid bytes one ``\ufffd``)."""
@@ -14,58 +13,40 @@ from __future__ import annotations
 import os
 import select
 import stat
-import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import IO, Any, Dict, List, Optional, Sequence, Tuple, Union
 
-from ..autoapply import run as autoapply
-from ..isolation import processes
+from ..session import command as session, processes
 from . import datafiles, evidence
 from .masking import line_count
 
-EXIT_TIMED_OUT = 124  # as `timeout` says it
+EXIT_TIMED_OUT = session.EXIT_TIMED_OUT
 
 
-@dataclass
-class Run:
-    """What one run did and left."""
+class Run(session.Run):
+    """What one run did and left: how it ended (:class:`tf_patches.session.command.Run`: the
+    return code, status, time-out, its clock's window) and what it wrote."""
 
-    number: int
-    folder: str  # its own: stdout, stderr, evidence/, files/
-    returncode: Optional[int] = None  # negative: killed by that signal; None: did not start
-    status: int = 0  # as a shell's $? (or tf-patches run's 126/127 when it could not start)
-    timed_out: bool = False
-    seconds: float = 0.0
-    started_at: float = 0.0  # time.time() when it started, and when it ended (the window of its clock)
-    ended_at: float = 0.0
-    stdout: str = ""
-    stderr: str = ""
-    files: Dict[str, Optional[str]] = field(default_factory=dict)  # --compare path -> this run's copy
-    processes: List[Dict[str, Any]] = field(default_factory=list)
-    events: List[Dict[str, Any]] = field(default_factory=list)
-    notes: List[str] = field(default_factory=list)
+    def __init__(self, number: int, folder: str) -> None:
+        super().__init__()
+        self.number = number
+        self.folder = folder  # its own: stdout, stderr, evidence/, files/
+        self.stdout = ""
+        self.stderr = ""
+        self.files: Dict[str, Optional[str]] = {}  # --compare path -> this run's copy
+        self.processes: List[Dict[str, Any]] = []
+        self.events: List[Dict[str, Any]] = []
+        self.notes: List[str] = []
 
-    @property
-    def failed(self) -> bool:
-        return self.status != 0
-
-    def failure(self) -> str:
-        """How it ended, in words: "exit status 0", "killed by SIGKILL", "timed out after 5 s"."""
-        if self.returncode is None:
-            return f"could not start (exit status {self.status})"
-        if self.timed_out:
-            return f"timed out after {self.seconds:.0f} s (ended by tf-patches repro)"
-        if self.returncode < 0:
-            return f"killed by {processes.signal_name(-self.returncode)}"
-        return f"exit status {self.returncode}"
+    def failure(self, program: str = "tf-patches repro") -> str:
+        return super().failure(program)
 
     def pids(self) -> List[int]:
         return [data["pid"] for data in self.processes if isinstance(data.get("pid"), int)]
 
     def to_dict(self) -> Dict[str, Any]:
         return {"run": self.number, "exit_status": self.status,
-                "signal": processes.signal_name(-self.returncode) if (self.returncode or 0) < 0 else None,
+                "signal": self.signal,
                 "timed_out": self.timed_out, "seconds": round(self.seconds, 3),
                 "started_at": round(self.started_at, 3), "ended_at": round(self.ended_at, 3),
                 "stdout_lines": line_count(self.stdout), "processes": len(self.processes),
@@ -83,24 +64,13 @@ def run_once(command: Sequence[str], env: Dict[str, str], folder: str, number: i
     os.makedirs(directory, exist_ok=True)
     env = dict(env, **{evidence.VARIABLE: directory})
     before = {path: datafiles.stamp(_at(path, cwd)) for path in compare}
-    run.started_at = time.time()
-    started = time.monotonic()
     with open(os.path.join(folder, "stdout"), "wb") as out, open(os.path.join(folder, "stderr"), "wb") as err, \
             open(stdin if stdin is not None else os.devnull, "rb") as given:
-        child = autoapply.start_or_status(
-            "tf-patches repro", command,
-            lambda: subprocess.Popen(list(command), env=env, cwd=cwd, stdin=given, stdout=out, stderr=err))
-        if isinstance(child, int):
-            run.status = child
-            run.ended_at = time.time()
-            return run
         # The command and all it started: its tree, the evidence mark, and whatever holds its outputs.
-        leftovers = processes.Started(child.pid, lambda: child.poll() is not None, evidence.VARIABLE, directory,
-                                      outputs=(out.name, err.name))
-        run.returncode, run.timed_out = processes.supervise(child, signals, leftovers, timeout=timeout)
-        run.seconds = time.monotonic() - started
-        run.ended_at = time.time()
-    run.status = EXIT_TIMED_OUT if run.timed_out else processes.shell_status(run.returncode)
+        session.run("tf-patches repro", command, env, signals, mark=evidence.VARIABLE, stdin=given, stdout=out,
+                    stderr=err, cwd=cwd, timeout=timeout, result=run)
+    if run.returncode is None:
+        return run
     run.stdout, run.stderr = _text(os.path.join(folder, "stdout")), _text(os.path.join(folder, "stderr"))
     run.processes, run.events = evidence.read(directory)
     for path in compare:

@@ -136,7 +136,7 @@ def _read_output(path: str) -> Named:
 
 
 def _h5_arrays(source: Any, label: str) -> Named:
-    from ..repro.datafiles import hdf5_arrays  # repro reads them the same way
+    from ..session.arrays import hdf5_arrays  # repro reads them the same way
 
     yield from ((f"{label}:{key}", array) for key, array in hdf5_arrays(source))
 

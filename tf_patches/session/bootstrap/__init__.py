@@ -34,6 +34,18 @@ _TRUE = ("1", "true", "yes", "on")
 _FALSE = ("0", "false", "no", "off", "")
 armed = False  # whether this process armed the deferred apply (read by core.environment: hidden?)
 
+# The evidence a tool's session asks of every Python process of its command's tree: the variable
+# it sets (to its evidence folder), the module whose ``arm_from_environment()`` the bootstrap calls
+# at start-up where that variable is set, and what a failure to arm costs. The one table: the tools
+# import their variable from here (already loaded at start-up, so free), and nothing else names a
+# module of theirs. By name, as the .pth names this package: the bootstrap imports no tool unless asked.
+DIAGNOSE_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"  # tf-patches diagnose: each process writes <pid>.json there
+REPRO_VARIABLE = "TF_PATCHES_REPRO_DIR"  # tf-patches repro: each process records its evidence there
+EVIDENCE = (
+    (DIAGNOSE_VARIABLE, "tf_patches.diagnosis.sampler", "diagnosis not armed, this process is not counted"),
+    (REPRO_VARIABLE, "tf_patches.repro.evidence", "repro evidence not armed, this process is not recorded"),
+)
+
 
 def activate_from_environment() -> None:
     """Called by the .pth line whenever ``TF_PATCHES_AUTO`` is set: a true value (``1``, ``true``,

@@ -14,10 +14,6 @@ import sys
 # `tf-patches run` sets this to its own PID when its interpreter's start-up has already reported a
 # failing sitecustomize: a Python command it execs keeps that PID, and one process says it once.
 REPORTED_VARIABLE = "TF_PATCHES_SITECUSTOMIZE_REPORTED"
-# Set by `tf-patches diagnose` (tf_patches.diagnosis.sampler.DIRECTORY_VARIABLE, not imported: start-up cost).
-DIAGNOSE_VARIABLE = "TF_PATCHES_DIAGNOSE_DIR"
-# Set by `tf-patches repro` (tf_patches.repro.evidence.VARIABLE, not imported: start-up cost).
-REPRO_VARIABLE = "TF_PATCHES_REPRO_DIR"
 hidden_failed = False  # read by `tf-patches run` when this bootstrap started its own interpreter
 
 
@@ -70,39 +66,32 @@ def apply_from_environment() -> None:
         _warn("patches not applied, the program runs unpatched", exc)
 
 
-def _arm() -> None:
+def _arm() -> "object":
+    """The bootstrap package, once it has deferred the patches; None where it could not (said)."""
     try:
-        from tf_patches.autoapply import bootstrap
+        from tf_patches.session import bootstrap
 
         bootstrap.defer(apply_from_environment)  # bootstrap.arm() would import this file a second time
+        return bootstrap
     except Exception as exc:
         _warn("patches not armed at start-up, the program runs unpatched", exc)
+        return None
 
 
-def _arm_diagnosis() -> None:
-    """Under `tf-patches diagnose`: count the leak signatures in this process once it imports TF."""
-    try:
-        from tf_patches.diagnosis import sampler as diagnosis
-
-        diagnosis.arm_from_environment()
-    except Exception as exc:
-        _warn("diagnosis not armed, this process is not counted", exc)
-
-
-def _arm_repro() -> None:
-    """Under `tf-patches repro`: record this process's fingerprint and seeds at exit."""
-    try:
-        from tf_patches.repro import evidence
-
-        evidence.arm_from_environment()
-    except Exception as exc:
-        _warn("repro evidence not armed, this process is not recorded", exc)
+def _arm_evidence(bootstrap: "object") -> None:
+    """Under a tool's session (``tf-patches diagnose``, ``repro``): arm what it records in this
+    process, each module named by the session's table (:data:`tf_patches.session.bootstrap.EVIDENCE`)
+    where its variable is set; else nothing is imported and start-up stays cheap. Nothing where
+    tf_patches could not be imported (already said, once)."""
+    for variable, module, failure in getattr(bootstrap, "EVIDENCE", ()):
+        if not os.environ.get(variable, "").strip():
+            continue
+        try:
+            __import__(module, fromlist=["arm_from_environment"]).arm_from_environment()
+        except Exception as exc:
+            _warn(failure, exc)
 
 
-if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches.autoapply.bootstrap.sitecustomize
+if __name__ == "sitecustomize":  # at start-up, not when imported as tf_patches.session.bootstrap.sitecustomize
     _run_hidden_sitecustomize()
-    _arm()
-    if os.environ.get(DIAGNOSE_VARIABLE, "").strip():  # else nothing imported: start-up stays cheap
-        _arm_diagnosis()
-    if os.environ.get(REPRO_VARIABLE, "").strip():
-        _arm_repro()
+    _arm_evidence(_arm())
