@@ -189,7 +189,7 @@ def _command_modules() -> Set[str]:
     tree = ast.parse(MODULES[f"{PACKAGE}.cli"].read_text(encoding="utf-8"))
     for node in _nodes(tree):
         if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) == "COMMANDS":
-            return {value.value for value in node.value.values}
+            return {value.elts[0].value for value in node.value.values}  # name: (module, help)
     raise AssertionError("cli.COMMANDS not found")
 
 

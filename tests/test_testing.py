@@ -13,12 +13,12 @@ import pytest
 
 from tf_patches.testing import (
     Growth,
-    _compare,
     assert_no_leak,
     assert_reproducible,
     check_reproducible,
     measure_growth,
 )
+from tf_patches.testing.reproducible import _compare
 
 from .fresh import left_running, run_fresh
 

@@ -1,5 +1,5 @@
 """``tf-patches`` command line: ``tf-patches report [--json] [--assume FILE]`` and the commands
-listed in ``COMMANDS`` (each a module with ``HELP``, ``add_arguments(parser)`` and
+listed in ``COMMANDS`` with their one-line help (each a module with ``add_arguments(parser)`` and
 ``run(args) -> int``)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import importlib
 import json
 import sys
 import textwrap
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ._version import __version__
 from .core import streams
@@ -46,8 +46,14 @@ def _report(args: argparse.Namespace) -> int:
 
 
 # Sub-command name -> module (kept out of this file so each feature stays in its own module).
-COMMANDS: Dict[str, str] = {"run": "tf_patches.autoapply.run", "demo": "tf_patches.demo",
-                            "diagnose": "tf_patches.diagnosis.command", "repro": "tf_patches.repro.command"}
+# Each command's one-line help is here, so that only the command given is imported (`tf-patches
+# run` starts the user's command without loading repro, diagnose or the demo; issue 38).
+COMMANDS: Dict[str, Tuple[str, str]] = {
+    "run": ("tf_patches.autoapply.run", "run a command with the patches applied in it and in every Python process it starts"),
+    "demo": ("tf_patches.demo", "measure, on this machine, the TF 36164 leak and a reproducibility trap, before and after tf-patches"),
+    "diagnose": ("tf_patches.diagnosis.command", "run a command (patches off unless asked) and say which known TensorFlow leak it has"),
+    "repro": ("tf_patches.repro.command", "run a command several times and say whether its runs repeat, and if not, why"),
+}
 
 # What `tf-patches --help` and each command's --help say to users (the docstrings are for us).
 DESCRIPTION = """Run-time fixes for known TensorFlow memory leaks and reproducibility traps, without
@@ -109,13 +115,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     # Only the command given gets its flags: `run`'s name every patch option, which loads the patch
     # modules; `tf-patches --help` lists the commands without them (issue 38).
     given = next((arg for arg in (sys.argv[1:] if argv is None else argv) if not arg.startswith("-")), None)
-    for name, module_name in COMMANDS.items():
-        module = importlib.import_module(module_name)
-        sub = commands.add_parser(name, help=module.HELP, description=_sentence(module.HELP),
+    for name, (module_name, help_text) in COMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=_sentence(help_text),
                                   epilog=EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
         if name == given:
+            module = importlib.import_module(module_name)
             module.add_arguments(sub)
-        sub.set_defaults(run=module.run)
+            sub.set_defaults(run=module.run)
     args = parser.parse_args(argv)
     return args.run(args)
 

@@ -22,7 +22,6 @@ from .core.units import signed
 from .core.memory import Growth, measure_growth
 from .testing.reproducible import Reproduction, check_reproducible, child_environment
 
-HELP = "measure, on this machine, the TF 36164 leak and a reproducibility trap, before and after tf-patches"
 SEED = 1234  # the global seed of the leak loop (any seed leaks)
 PROBE = "tf_patches.demo:probe"
 ROWS = {  # probe()'s results -> the table's words for them

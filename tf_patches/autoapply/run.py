@@ -20,8 +20,7 @@ from ..session import allocator
 from ..session.arguments import add_arguments, command_of
 from ..session.command import EXIT_FAILED, environment, say, start_or_status
 
-HELP = "run a command with the patches applied in it and in every Python process it starts"
-__all__ = ["HELP", "add_arguments", "run"]
+__all__ = ["add_arguments", "run"]
 
 
 def run(args: argparse.Namespace) -> int:

@@ -44,7 +44,6 @@ from .report import DiagnosisReport
 from .snapshot import read_all
 from .verify import verify
 
-HELP = "run a command (patches off unless asked) and say which known TensorFlow leak it has"
 STOPPING = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")  # during the --verify run: we die by it too
 Sample = Tuple[float, int]  # (wall time, bytes): RSS of the command's whole process tree
 

@@ -52,7 +52,6 @@ from .vocabulary import Knob, settings_of
 
 LOCATE_LIMIT = locating.DEFAULT_LIMIT
 
-HELP = "run a command several times and say whether its runs repeat, and if not, why"
 EXIT_REPEATABLE, EXIT_NOT_REPEATABLE, EXIT_USAGE, EXIT_NOT_CHECKED = 0, 1, 2, 3
 MAX_AGAINST_BYTES = 64 * 2**20  # another machine's report (a repro --json with its runs' evidence) or recording
 
