@@ -35,10 +35,11 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections import namedtuple
 from itertools import repeat
 from operator import is_, methodcaller
 from types import FunctionType, ModuleType
-from typing import Any, Callable, Dict, List, Mapping, NamedTuple, Optional, Set, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Set, Tuple
 
 from .environment import Environment
 from .errors import logger
@@ -84,16 +85,15 @@ def is_patched(obj: Any) -> bool:
     return get_original(obj) is not obj
 
 
-class Replaced(NamedTuple):
-    """One attribute a patch replaced (``everywhere``: through ``replace_everywhere``; ``narrowed``:
-    with ``api_only=True`` or ``within=``, so user modules were not searched)."""
+# A collections.namedtuple: typing.NamedTuple compiles each field's annotation under `from
+# __future__ import annotations` (≈60 µs a class at apply_all, issue 38).
+class Replaced(namedtuple("Replaced", ("owner", "attribute", "replacement", "original", "everywhere", "narrowed"),
+                          defaults=(False,))):
+    """One attribute a patch replaced: ``owner``, ``attribute``, ``replacement``, ``original``,
+    ``everywhere`` (through ``replace_everywhere``), ``narrowed`` (with ``api_only=True`` or
+    ``within=``, so user modules were not searched; default False)."""
 
-    owner: Any
-    attribute: str
-    replacement: Any
-    original: Any
-    everywhere: bool
-    narrowed: bool = False
+    __slots__ = ()
 
 
 class PatchContext:
@@ -423,9 +423,17 @@ def _bindings(target: Any, scope: Optional[_Scope] = None,
     found = []
     for module_name, module in _modules(scope):
         namespace = getattr(module, "__dict__", None)
-        if type(namespace) is not dict or not (
-                any(namespace.get(name, _MISSING) is target for name in names) if names is not None
-                else any(map(is_, repeat(target), namespace.values()))):
+        if type(namespace) is not dict:
+            continue
+        if names is not None:
+            # A plain loop, not any() over a generator: a generator made per module cost 3x more
+            # (≈0.15 ms against 0.05 for TF 2.21's 337 API modules).
+            for name in names:
+                if namespace.get(name, _MISSING) is target:
+                    break
+            else:
+                continue
+        elif not any(map(is_, repeat(target), namespace.values())):
             continue
         found.extend((module_name, module, name) for name, value in list(namespace.items())
                      if value is target)
