@@ -42,7 +42,8 @@ RAY="ray==2.60.0"
 # pyenv's (~/.pyenv/versions/3.X.*); TF_PATCHES_NEWEST_PYTHON / TF_PATCHES_OLDEST_PYTHON name one.
 NEWEST_PY=3.13
 OLDEST_PY=3.8
-NO_TF_TESTS=(tests/test_without_tf.py tests/test_gate.py tests/test_layout.py tests/test_importhook.py tests/test_diagnosis_report.py)
+NO_TF_TESTS=(tests/test_without_tf.py tests/test_gate.py tests/test_layout.py tests/test_importhook.py tests/test_diagnosis_report.py
+             tests/test_session.py tests/test_repro_request.py)
 # The newest venv also has matplotlib, for `tf-patches demo --plot` (and its test), and tf-keras,
 # Keras 2 after TF 2.15, for keras2_predict_loop's tests under TF_USE_LEGACY_KERAS=1 (issue 24).
 # tf-keras goes in without its dependencies: it requires `tensorflow`, and pip would add the full

@@ -282,7 +282,7 @@ def test_the_pth_line_reads_tf_patches_auto_as_the_options_do(monkeypatch):
 
     def spy(name: str, *args: Any) -> Any:  # the line's own imports, seen and stood in for
         imported.append(name)
-        return __import__(name, *args) if name == "os" else SimpleNamespace(autoapply=SimpleNamespace(bootstrap=bootstrap))
+        return __import__(name, *args) if name == "os" else SimpleNamespace(session=SimpleNamespace(bootstrap=bootstrap))
 
     for value in [f" {word.upper()} " for word in options._TRUE + options._FALSE] + ["maybe", "", None]:
         monkeypatch.delenv("TF_PATCHES_AUTO", raising=False)

@@ -155,8 +155,8 @@ def test_tf_patches_auto_applies_the_patches_at_import_tensorflow(venv, auto):
 
 # What an interpreter imports at start-up with the bootstrap armed, over what `python -c pass` does
 # (issue 31: 0.3.0.dev0 imported typing, re, enum… in every interpreter of an auto-patched tree).
-BOOTSTRAP_MODULES = ["sitecustomize", "tf_patches", "tf_patches._version", "tf_patches.autoapply",
-                     "tf_patches.session.bootstrap", "tf_patches.core", "tf_patches.core.importhook"]
+BOOTSTRAP_MODULES = ["sitecustomize", "tf_patches", "tf_patches._version", "tf_patches.core",
+                     "tf_patches.core.importhook", "tf_patches.session", "tf_patches.session.bootstrap"]
 
 
 def test_the_bootstrap_imports_only_its_own_small_modules_at_start_up(venv):
