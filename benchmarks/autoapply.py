@@ -16,13 +16,16 @@ disturbs less than wall time:
   and ≤ 0.35 % of the same process's ``import tensorflow``) and after it (it loads every patch and
   installs; goal ≤ 20 ms and ≤ 0.7 %), the median of fresh processes, CPU time of the process: the
   share of the import is what stays readable on a loaded machine (issue 38). Measured on TF 2.21,
-  medians of 15 fresh processes a side, a shared 2-core box at load 2–4: before the import 1.7 ms,
-  0.07 % (30 ms, 1.19 % when it decided every patch at the call); after it 23.2 ms, 0.85 % (was
-  26.9 ms, 1.02 %: four dataclasses became core.records.Record classes, the API search looks up
-  public names instead of walking 17,000; not yet the goal: what is left is mostly the patch modules'
-  own load, ≈7 ms, and the Keras search of keras_seed, ≈2 ms).
+  medians of 15 fresh processes a side, a shared 2-core box at load 1.5–2: before the import 1.7 ms,
+  0.06 % (30 ms, 1.19 % when it decided every patch at the call); after it 19.2 ms, 0.70 % (was
+  26.9 ms, 1.02 %, then 23.2 ms, 0.85 %: seven dataclasses became core.records.Record classes, three
+  typing.NamedTuple classes collections.namedtuple ones, the API search looks up public names
+  instead of walking 17,000; what is left is mostly the load of ≈48 modules, ≈10 ms, and the
+  binding searches of v1_graph_seed, eager_py_function and keras_seed, ≈3.5 ms).
 
-    python benchmarks/autoapply.py [--smoke]     (--smoke: a few runs each, to check it works)
+    python benchmarks/autoapply.py [--smoke] [--apply-only]
+        --smoke: a few runs each, to check it works
+        --apply-only: only the apply_all() rows (one venv, no `python -c pass` runs): ≈2 minutes
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from _fresh import ROOT, SMOKE
 STARTS = 3 if SMOKE else 40  # python -c pass, per variant
 IMPORTS = 1 if SMOKE else 4  # python -c "import tensorflow", per variant
 APPLIES = 2 if SMOKE else 15  # fresh processes per side of `import tensorflow`
+APPLY_ONLY = "--apply-only" in sys.argv[1:]
 SOURCES = ("tf_patches", "setup.py", "setup.cfg", "pyproject.toml", "README.md")
 
 
@@ -153,14 +157,18 @@ def row(label: str, times: List[float], base: Optional[List[float]] = None, goal
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="tf-patches-wheel-") as tmp:
+        if APPLY_ONLY:
+            applies = apply_figures(install_wheel(Path(tmp), sees_tensorflow=True), APPLIES)
+            print_applies(applies)
+            return
         bare = install_wheel(Path(tmp), sees_tensorflow=False)
         with_tf = install_wheel(Path(tmp), sees_tensorflow=True)
-        bootstrap = _purelib(bare) / "tf_patches" / "autoapply" / "bootstrap"
+        bootstrap = _purelib(bare) / "tf_patches" / "session" / "bootstrap"
         starts = interleaved(bare, "pass", {
             "plain": environment(), "TF_PATCHES_AUTO=0": environment(TF_PATCHES_AUTO="0"),
             "TF_PATCHES_AUTO=1": environment(TF_PATCHES_AUTO="1"),
             "bootstrap": environment(PYTHONPATH=str(bootstrap))}, STARTS)
-        tf_bootstrap = _purelib(with_tf) / "tf_patches" / "autoapply" / "bootstrap"
+        tf_bootstrap = _purelib(with_tf) / "tf_patches" / "session" / "bootstrap"
         imports = interleaved(with_tf, "import tensorflow", {
             "plain": environment(), "bootstrap": environment(PYTHONPATH=str(tf_bootstrap))}, IMPORTS)
         applies = apply_figures(with_tf, APPLIES)
@@ -178,10 +186,14 @@ def main() -> None:
     row("python -c 'import tensorflow'", imports["plain"])
     row("  under the bootstrap (applies)", imports["bootstrap"], imports["plain"], "≤ 1.05x")
     print(f"{'.pth line, TF_PATCHES_AUTO unset':<34} {pth_us:8.1f} µs")
-    print(f"apply_all(), CPU time, {APPLIES} fresh processes per side")
+    print_applies(applies)
+
+
+def print_applies(applies: Dict[str, List[Dict[str, float]]]) -> None:
+    print(f"apply_all(), CPU time, {APPLIES} fresh processes per side"
+          f"{' (smoke run: too few runs to read)' if SMOKE else ''}")
     apply_row("  before import tensorflow", applies["before"], "≤ 10 ms and ≤ 0.35 %")
     apply_row("  after import tensorflow", applies["after"], "≤ 20 ms and ≤ 0.7 %")
-
 
 if __name__ == "__main__":
     main()
