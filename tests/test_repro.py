@@ -309,7 +309,7 @@ def test_a_too_repeatable_trap_is_a_warning_on_identical_runs(tmp_path: Path) ->
     # nothing in a process that never imports it).
     plain = testing.repro([PYTHON, _script(tmp_path, "unseeded.py", UNSEEDED)], verify=True)
     assert plain.causes[0].name == "python_random_unseeded" and not plain.causes[0].run_flags
-    assert plain.verification["verdict"] is None and "nothing to apply" in plain.verification["summary"]
+    assert plain.verification.verdict is None and "nothing to apply" in plain.verification.summary
 
 
 # -- real TensorFlow ----------------------------------------------------------------------------

@@ -95,3 +95,18 @@ def test_each_tool_runs_its_command_through_the_session(module):
     """No tool starts a command its own way (Popen, os.exec*) beside the session's."""
     source = Path(importlib.import_module(module).__file__).read_text(encoding="utf-8")
     assert "session.run(" in source and "Popen(" not in source and "execvpe" not in source
+
+
+def test_one_verification_type_and_one_fix_run_rule_for_both_tools():
+    """diagnose's and repro's --verify results are the session's Verification (fixes, command),
+    and the fix run is planned one way: the fixes' settings over the user's, shown as tf-patches run."""
+    from tf_patches.core.settings import Settings
+    from tf_patches.diagnosis import analysis
+    from tf_patches.repro import model
+    from tf_patches.session.verification import Verification, fix_run
+
+    assert issubclass(analysis.Verification, Verification) and issubclass(model.Verification, Verification)
+    planned = fix_run(["a"], Settings(deterministic=True, seed=1), Settings(seed=7, exclude=["rfft_guard"]), ["python", "t.py"])
+    assert planned.settings == Settings(deterministic=True, seed=1, exclude=["rfft_guard"])
+    assert planned.command == ["tf-patches", "run", *planned.settings.to_flags(), "--", "python", "t.py"]
+    assert list(model.Verification(fixes=["a"], command=["c"]).to_dict())[:3] == ["fixes", "flags", "command"]

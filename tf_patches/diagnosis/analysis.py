@@ -13,6 +13,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Type, TypeVar
 
 from ..core.registry import by_name
 from ..core.signature import Signature
+from ..session import verification
 from .advice import advise
 from .figures import (STEADY_RULE, ProcessFigures, UnitSize, flat_bound, line, process_figures, settle_setup,
                       sum_sites, unit_size, whole_run_fit)
@@ -117,11 +118,10 @@ class Seen:
 
 
 @dataclass
-class Verification:
-    """What ``--verify``'s fix run found (:mod:`.verify`): the first run's growth less its own."""
+class Verification(verification.Verification):
+    """What ``--verify``'s fix run found (:mod:`.verify`): the first run's growth less its own
+    (``fixes``: the patches applied for it; ``command``: the run, as `tf-patches run` takes it)."""
 
-    fixes: List[str]  # the patches applied for it
-    command: List[str]  # the run, as `tf-patches run` would be given it
     exit_status: Optional[int] = None
     growth_bytes: Optional[int] = None  # None: no fix run, or no process of it imported TF
     removed_bytes: Optional[int] = None

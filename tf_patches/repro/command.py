@@ -44,7 +44,7 @@ from . import recording as recordings
 from .knobs import VARIABLE as KNOBS_VARIABLE  # read by the recorders in each process of an experiment
 from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
-from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport
+from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport, Verification
 from .runner import Run, run_once
 from .request import (Request, argument_type, check_experiments, check_locate_limit, check_runs,
                       check_seconds)
@@ -379,21 +379,18 @@ def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
     args, command = series.args, series.command
     names, fix = report.fixes()
     planned = fix_run(names, fix, series.settings, command)  # the fixes' values win over the runs' own
-    verification: Dict[str, Any] = {"fixes": names, "flags": list(fix.to_flags()), "command": planned.command,
-                                    "verdict": None,
-                                    "summary": "", "first_difference": None, "traps_left": [],
-                                    "not_the_cause": [], "runs": []}
+    verification = Verification(fixes=names, command=planned.command, flags=list(fix.to_flags()))
     if series.signals.received:
-        verification["summary"] = f"not run: {processes.signal_name(series.signals.received[0])} arrived"
+        verification.summary = f"not run: {processes.signal_name(series.signals.received[0])} arrived"
     elif report.verdict == NOT_CHECKED:
-        verification["summary"] = "not run: the runs could not be compared"
+        verification.summary = "not run: the runs could not be compared"
     elif report.repeatable:
-        verification["summary"] = "nothing to verify: the runs repeat"
+        verification.summary = "nothing to verify: the runs repeat"
     elif not fix:
         named = ", ".join(cause.name for cause in report.causes)
-        verification["summary"] = (f"nothing to apply: no cause named ({named}) has a fix tf-patches applies; "
-                                   "change the code as each fix says")
-    if verification["summary"]:
+        verification.summary = (f"nothing to apply: no cause named ({named}) has a fix tf-patches applies; "
+                                "change the code as each fix says")
+    if verification.summary:
         report.verification = verification
         return
     if series.progress:
@@ -405,11 +402,11 @@ def _verify(report: ReproReport, series: _Series, masker: Masker) -> None:
         rerun.verdict = NOT_CHECKED
         rerun.summary = (f"the fix runs ended with {runs[0].failure()}, run 1 with {report.runs[0].failure()}: "
                          "the fixes changed what the program does")
-    verification.update(verdict=rerun.verdict, summary=rerun.summary, first_difference=rerun.first_difference,
-                        runs=[run.to_dict() for run in runs],
-                        traps_left=[trap.name for trap in rerun.traps if trap.name in names and not trap.too_repeatable])
+    verification.verdict, verification.summary = rerun.verdict, rerun.summary
+    verification.first_difference, verification.runs = rerun.first_difference, [run.to_dict() for run in runs]
+    verification.traps_left = [trap.name for trap in rerun.traps if trap.name in names and not trap.too_repeatable]
     if rerun.verdict == NOT_REPEATABLE:
-        verification["not_the_cause"] = names  # their fixes together left the runs differing
+        verification.not_the_cause = names  # their fixes together left the runs differing
     report.verification = verification
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..core.settings import Settings
+from ..session import verification
 from .runner import Run
 
 SCHEMA = "tf-patches-repro/2"
@@ -99,6 +100,27 @@ class MaskedLine:
 
 
 @dataclass
+class Verification(verification.Verification):
+    """What ``--verify`` found: the runs again with the fixes of the causes named (``fixes``; their
+    ``flags``; ``command``, as ``tf-patches run`` takes it): whether they then repeat (``verdict``,
+    None where no fix run was made, ``summary`` says why), the first difference left, the traps
+    that still sprang, the causes that were ``not_the_cause`` (their fixes left the runs differing)."""
+
+    flags: List[str] = field(default_factory=list)
+    verdict: Optional[str] = None
+    summary: str = ""
+    first_difference: Optional[Dict[str, Any]] = None
+    traps_left: List[str] = field(default_factory=list)
+    not_the_cause: List[str] = field(default_factory=list)
+    runs: List[Dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self) -> Dict[str, Any]:
+        return {"fixes": self.fixes, "flags": self.flags, "command": self.command, "verdict": self.verdict,
+                "summary": self.summary, "first_difference": self.first_difference, "traps_left": self.traps_left,
+                "not_the_cause": self.not_the_cause, "runs": self.runs}
+
+
+@dataclass
 class ReproReport:
     """What ``tf-patches repro`` found: :meth:`to_dict` is the ``--json`` document."""
 
@@ -119,7 +141,7 @@ class ReproReport:
     not_checked: List[str] = field(default_factory=list)
     warnings: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)
-    verification: Optional[Dict[str, Any]] = None
+    verification: Optional["Verification"] = None  # --verify
     patch_flags: List[str] = field(default_factory=list)  # the `tf-patches run` flags the runs had
     located: Optional[Dict[str, Any]] = None  # --locate: the first op whose outputs differ (located.locate)
     locate: Optional[Dict[str, Any]] = None  # --locate: what was recorded and what it cost (located.summary)
@@ -150,5 +172,7 @@ class ReproReport:
                 "experiments": [experiment.to_dict() for experiment in self.experiments],
                 "masked": [line.to_dict() for line in self.masked], "fingerprint": self.fingerprint,
                 "seeds": self.seeds, "not_checked": self.not_checked, "warnings": self.warnings,
-                "notes": self.notes, "verification": self.verification, "located": self.located,
+                "notes": self.notes,
+                "verification": self.verification.to_dict() if self.verification is not None else None,
+                "located": self.located,
                 "locate": self.locate, "recorded": self.recorded}

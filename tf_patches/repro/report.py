@@ -13,7 +13,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 from . import causes as suspects_of
 from .compare import compare
 from .masking import Masker, quoted
-from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, Cause, ReproReport, TrapSeen
+from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, Cause, ReproReport, TrapSeen, Verification
 from .runner import Run
 
 _MAX_SEED_ROWS = 8  # processes per run listed with their seeds
@@ -262,15 +262,15 @@ def _masked_lines(report: ReproReport) -> List[str]:
     return lines
 
 
-def verification_line(verification: Mapping[str, Any]) -> str:
-    head = f"--verify: {joined(verification.get('command') or [])}: "
-    if verification.get("verdict") is None:
-        return head + (verification.get("summary") or "not run")
-    text = head + f"{verification['verdict']}: {verification.get('summary', '')}"
-    if verification.get("not_the_cause"):
-        text += f" (not alone the cause: {', '.join(verification['not_the_cause'])})"
-    if verification.get("traps_left"):
-        text += f" (still sprang: {', '.join(verification['traps_left'])})"
+def verification_line(verification: Verification) -> str:
+    head = f"--verify: {joined(verification.command or [])}: "
+    if verification.verdict is None:
+        return head + (verification.summary or "not run")
+    text = head + f"{verification.verdict}: {verification.summary}"
+    if verification.not_the_cause:
+        text += f" (not alone the cause: {', '.join(verification.not_the_cause)})"
+    if verification.traps_left:
+        text += f" (still sprang: {', '.join(verification.traps_left)})"
     return text
 
 

@@ -6,9 +6,21 @@ that does the same by hand. Each tool then compares what its fix run found in it
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import List, NamedTuple, Sequence
 
 from ..core.settings import Settings
+
+
+@dataclass
+class Verification:
+    """What ``--verify`` did, as each tool reports it: the ``fixes`` applied (patch or cause
+    names) and the fix run's ``command`` as ``tf-patches run`` takes it. The tools add their
+    own findings in a subclass (:class:`tf_patches.diagnosis.analysis.Verification`: the growth
+    removed; :class:`tf_patches.repro.model.Verification`: whether the runs then repeat)."""
+
+    fixes: List[str]
+    command: List[str]
 
 
 class FixRun(NamedTuple):
