@@ -12,7 +12,7 @@ Every other form is derived from it at the edge that needs it: ``to_environ`` (t
 ``tf-patches run`` command line a report shows), ``to_code`` (the ``apply_all()`` arguments a
 report shows). ``merged`` unites two (the first value of an option wins): ``--verify``'s fixes,
 an experiment's knob over the user's options. argparse stays in the command line
-(:mod:`tf_patches.autoapply.run` builds the flags; :meth:`Settings.from_args` reads them).
+(:mod:`tf_patches.session.arguments` builds the flags; :meth:`Settings.from_args` reads them).
 
 Not imported by ``import tf_patches``; the registry (every patch's options) is loaded when a
 Settings is first made.
@@ -137,7 +137,7 @@ class Settings:
 
     @classmethod
     def from_args(cls, args: "argparse.Namespace") -> "Settings":
-        """From the command line parsed with :func:`tf_patches.autoapply.run.add_arguments`
+        """From the command line parsed with :func:`tf_patches.session.arguments.add_arguments`
         (whose flags hold converted values already), in the registry's order."""
         names = [(option.name, option.env_var) for option in _options().values()]
         names += [(name, name) for name in _RUN_FIELDS]
@@ -216,7 +216,7 @@ class Settings:
         """The variables a process reads these from: each option's ``TF_PATCHES_*`` (False is
         ``0``, no patch is ``none``: the value survives, where a flag could not say it), and
         ``PYTHONHASHSEED`` for ``hash_seed``. ``malloc`` is no variable: it is preloaded where the
-        command starts (:func:`tf_patches.autoapply.run.command_environment`)."""
+        command starts (:func:`tf_patches.session.command.environment`)."""
         known = _options()
         environ = {known[name].env_var: _text(value) for name, value in self._items if name in known}
         if self.hash_seed is not None:
