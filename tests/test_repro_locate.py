@@ -1,4 +1,4 @@
-"""``tf-patches repro --locate`` in real subprocesses (TF, ≈4 s a run, 8 runs in all): the first op
+"""``tf-patches repro --locate`` in real subprocesses (TF, ≈4 s a run, 11 runs in all): the first op
 whose outputs differ named with its type, the user's line that built it, which call of it and
 both values with their bits (an unseeded random op inside a ``tf.function``, among deterministic
 ops before and after it, eager and in the graph; a ``py_function`` drawing from an unseeded NumPy
@@ -8,7 +8,8 @@ differs, while each machine's own runs read repeatable with no op named; a bad `
 is a usage error before any run; and the comparison itself on recordings written by hand: an op
 whose values only came in another order (a parallel map's elements) is no difference, a later
 op's difference never hides an earlier one's, a recording cut by its byte budget compares only as
-far as it goes."""
+far as it goes; the recorder changes no value (a fused Keras fit trains the same weights recorded
+and plain, under op determinism), and one that failed part-way never reads as all equal."""
 
 from __future__ import annotations
 
@@ -286,3 +287,47 @@ def test_what_a_ray_run_sends_back_keeps_links_and_skips_special_files(tmp_path:
     assert os.readlink(here / "compare" / "latest") == "ckpt-7"
     assert (here / "compare" / "weights.npy").read_bytes() == b"\x93NUMPY"
     assert run.files == {"weights": str(here / "compare" / "weights.npy")}
+
+
+# A Keras fit whose graph Grappler and oneDNN fuse (conv + bias + relu, batch norm): its trained
+# weights under op determinism, as a digest.
+FUSED_FIT = """
+    import hashlib
+    import numpy as np
+    import tensorflow as tf
+
+    tf.keras.utils.set_random_seed(1)
+    x = np.random.RandomState(0).rand(64, 12, 12, 3).astype("float32")
+    y = np.random.RandomState(1).randint(0, 4, 64)
+    model = tf.keras.Sequential([tf.keras.layers.Input((12, 12, 3)), tf.keras.layers.Conv2D(4, 3, activation="relu"),
+                                 tf.keras.layers.BatchNormalization(), tf.keras.layers.Flatten(),
+                                 tf.keras.layers.Dense(4)])
+    model.compile(optimizer="adam", loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0)
+    print("weights", hashlib.sha256(b"".join(v.numpy().tobytes() for v in model.weights)).hexdigest())
+"""
+
+
+def test_recording_changes_no_value_of_a_fused_keras_fit(tmp_path: Path) -> None:
+    """The op recorder only reads: under op determinism, the located runs train the very weights a
+    plain run trains (its digest ops and callbacks must not stop a fusion or reorder a sum)."""
+    located_runs = _repro(tmp_path, FUSED_FIT, "--locate", "--deterministic", "--keep", "kept")
+    assert located_runs["verdict"] == "repeatable" and located_runs["locate"]["ops"] > 50, \
+        located_runs["stderr"][-3000:]
+    plain = subprocess.run([PYTHON, "-m", "tf_patches", "run", "--deterministic", "--", PYTHON, "program.py"],
+                           cwd=tmp_path, env=fresh_env({}), capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr[-3000:]
+    (recorded,) = (tmp_path / "kept").glob("*-run-1/stdout")
+    assert plain.stdout.startswith("weights ") and recorded.read_text() == plain.stdout
+
+
+def test_a_recorder_that_stopped_on_an_error_never_reads_as_all_equal() -> None:
+    """What was not recorded cannot be said to be equal: a recorder that failed part-way says so on
+    the located line itself; one stopped by its limit or byte budget keeps the plain line (its
+    reason follows it)."""
+    recording = {"recorded": True, "ops": 0, "op_executions": 7, "bytes": 231, "seconds": 0.0,
+                 "stopped": "TypeError: a bytes-like object is required, not 'str'"}
+    lines = located.render(None, recording)
+    assert "but the recorder stopped early" in lines[0] and "recording stopped: TypeError" in lines[1], lines
+    for limit in ("the limit: 10 ops recorded (--locate-limit)", "the byte budget: 40.0 MB of digests"):
+        assert located.render(None, dict(recording, stopped=limit))[0].startswith("located: no op's outputs differ (")

@@ -72,6 +72,8 @@ class Recorder:
             return None
         started = time.perf_counter()
         try:
+            if isinstance(op_type, bytes):  # TF 2.12's eager callbacks pass some op types as bytes
+                op_type = op_type.decode("utf-8", "replace")
             if graph is None:
                 self._eager(op_type, outputs)
             else:

@@ -213,7 +213,10 @@ def render(located: Optional[Dict[str, Any]], recording: Optional[Dict[str, Any]
             f"({_size(recording['bytes'])} of digests, {recording['seconds']:.2f} s in the recorder)")
     lines = []
     against = (recording.get("against") or {}).get("file")
-    if located is None:
+    if located is None and _cut_short(recording):  # what was not recorded cannot be said to be equal
+        lines.append(f"located: no op's outputs differ{f' from the recorded run in {against}' if against else ''} "
+                     f"in what was recorded, but the recorder stopped early ({cost})")
+    elif located is None:
         lines.append(f"located: no op's outputs differ{f' from the recorded run in {against}' if against else ''} "
                      f"({cost})")
     else:
@@ -249,6 +252,13 @@ def render(located: Optional[Dict[str, Any]], recording: Optional[Dict[str, Any]
         lines.append(f"  recording stopped: {recording['stopped']}")
     lines += [f"  not seen: {what}" for what in recording.get("not_seen") or []]
     return lines
+
+
+def _cut_short(recording: Dict[str, Any]) -> bool:
+    """Whether run 1's recorder stopped before the program's end for a reason other than its
+    limit or byte budget (which the report states as such): a failure inside the recorder."""
+    stopped = recording.get("stopped") or ""
+    return bool(stopped) and not stopped.startswith(("the limit", "the byte budget"))
 
 
 def recorded_line(recorded: Dict[str, Any]) -> str:
