@@ -17,11 +17,14 @@ disturbs less than wall time:
   installs; goal ≤ 20 ms and ≤ 0.7 %), the median of fresh processes, CPU time of the process: the
   share of the import is what stays readable on a loaded machine (issue 38). Measured on TF 2.21,
   medians of 15 fresh processes a side, a shared 2-core box at load 1.5–2: before the import 1.7 ms,
-  0.06 % (30 ms, 1.19 % when it decided every patch at the call); after it 19.2 ms, 0.70 % (was
-  26.9 ms, 1.02 %, then 23.2 ms, 0.85 %: seven dataclasses became core.records.Record classes, three
-  typing.NamedTuple classes collections.namedtuple ones, the API search looks up public names
-  instead of walking 17,000; what is left is mostly the load of ≈48 modules, ≈10 ms, and the
-  binding searches of v1_graph_seed, eager_py_function and keras_seed, ≈3.5 ms).
+  0.06 % (30 ms, 1.19 % when it decided every patch at the call); after it 17.3 ms, 0.65 % (was
+  26.9 ms, 1.02 %, then 23.2 ms, 0.85 %, then 19.2 ms, 0.70 %: seven dataclasses became
+  core.records.Record classes, seven typing.NamedTuple classes collections.namedtuple ones, the API
+  search looks up public names instead of walking 17,000, one scan of the loaded modules chooses
+  both the API modules and Keras's, seed_kernel_cache reads its op wrappers' parameter names from
+  their code; the last step measured against the one before, the two wheels taking turns, 30 fresh
+  processes each: 18.4 -> 17.3 ms, 0.70 -> 0.65 %; what is left is mostly the load of ≈48 modules,
+  ≈10 ms, and the binding searches of v1_graph_seed, eager_py_function and keras_seed, ≈3 ms).
 
     python benchmarks/autoapply.py [--smoke] [--apply-only]
         --smoke: a few runs each, to check it works

@@ -8,10 +8,12 @@ under test."""
 from __future__ import annotations
 
 import sys
+from types import ModuleType
 from typing import Any, List, Tuple
 
 import pytest
 
+from tf_patches.core import context
 from tf_patches.core.context import PatchContext, tf_module
 from tf_patches.core.environment import Environment
 from tf_patches.core.frames import API_MODULES, API_PREFIXES
@@ -63,3 +65,31 @@ def test_within_finds_a_from_import_copy_in_another_module_of_the_package(tf):
     backend = sys.modules["keras.src.backend.tensorflow.random"]
     assert backend.make_default_seed is generator.make_default_seed  # `from ... import make_default_seed`
     _replaced_everywhere(generator, "make_default_seed", (("keras",), ("keras.",)), within="keras")
+
+
+def _plain(scope: Scope) -> List[Tuple[str, Any]]:
+    whole, prefixes = scope
+    return ([(name, sys.modules[name]) for name in whole if name in sys.modules]
+            + [(name, module) for name, module in list(sys.modules.items()) if name.startswith(prefixes)])
+
+
+def test_one_scan_chooses_every_scopes_modules_and_a_new_module_is_seen(tf, monkeypatch):
+    """The scopes' modules are chosen together in one scan of ``sys.modules`` (issue 38), each
+    scope's exactly what a walk of its own gives, in load order, chosen again once a module loads;
+    a scope asked for later (``within="tf_patches"``) joins them."""
+    monkeypatch.setattr(context, "_scopes", list(context._scopes))
+    monkeypatch.setattr(context, "_chosen", (-1, {}))
+    api, keras = context._API_SCOPE, context._within("keras")
+    assert context._modules(api) == _plain(api) and len(_plain(api)) > 100
+    assert set(context._chosen[1]) == {api, keras}  # keras's chosen in the same scan
+    assert context._modules(keras) == _plain(keras)
+    chosen = context._chosen
+    assert context._modules(api) is chosen[1][api]  # nothing loaded since: not chosen again
+    own = context._within("tf_patches")
+    assert context._modules(own) == _plain(own) and len(_plain(own)) > 10
+    assert set(context._chosen[1]) == {api, keras, own}
+    for name in ("keras.tf_patches_test_late", "tensorflow.compat.tf_patches_test_late"):
+        monkeypatch.setitem(sys.modules, name, ModuleType(name))
+        for scope in (api, keras, own):
+            assert context._modules(scope) == _plain(scope)
+        assert name in dict(context._modules(keras if name.startswith("keras") else api))

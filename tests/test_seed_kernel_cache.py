@@ -4,6 +4,8 @@ process or in this one before the patch), and the twin-less ops stay reproducibl
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import random
 import sys
@@ -373,6 +375,46 @@ def test_every_op_with_seed_attributes_is_routed_or_known_not_to_get_fresh_pairs
              | set(seed_kernel_cache.NOT_FED))
     assert seeded - known == set()
     assert len(seeded) > 20  # the scan itself works
+
+
+def _names(fn):
+    return tuple(inspect.signature(fn, follow_wrapped=False).parameters)
+
+
+def test_parameter_names_are_what_inspect_signature_gives(tf):
+    """The kind seeds' parameter names come from the code object where that is the same thing
+    (issue 38's start-up): every routed op's wrapper on this TF, and what inspect answers
+    otherwise (``*args``, keyword-only, ``**kwargs``, ``__signature__``, a partial, a wrapper)."""
+    for module_name, function, *_ in (*seed_kernel_cache.TWINS, *seed_kernel_cache.TWINLESS):
+        original = getattr(tf_module(f"python.ops.{module_name}"), function)
+        assert seed_kernel_cache._parameter_names(original) == _names(original), function
+
+    def plain(a, b=1, *, c, d=2):
+        e = a  # a local variable after the parameters
+        return e
+
+    def star(a, *rest, c, **more):
+        return a
+
+    def keywords(a, **more):
+        return a
+
+    @functools.wraps(plain)
+    def wrapper(x, y):
+        return x
+
+    class Owner:
+        def method(self, a, b):
+            return a
+
+    signed = lambda a: a  # noqa: E731
+    signed.__signature__ = inspect.signature(plain)
+    for fn in (plain, star, keywords, wrapper, signed, Owner().method, functools.partial(plain, 1), len,
+               tf.random.uniform):
+        assert seed_kernel_cache._parameter_names(fn) == _names(fn), fn
+    assert seed_kernel_cache._parameter_names(plain) == ("a", "b", "c", "d")
+    assert seed_kernel_cache._parameter_names(star) == ("a", "rest", "c", "more")
+    assert seed_kernel_cache._parameter_names(wrapper) == ("x", "y")  # not plain's: __wrapped__ is not followed
 
 
 def test_explicit_seeds_no_global_seed_graph_mode_and_tf_data_are_stock(tf, stock_then_patched):

@@ -177,7 +177,7 @@ class PatchContext:
         patched = [f"{owner.__name__}.{attribute}"]
         narrowed = api_only or bool(within)
         self._replace(owner, attribute, replacement, everywhere=True, narrowed=narrowed)
-        scope = _API_SCOPE if api_only else ((within,), (within + ".",)) if within else None
+        scope = _API_SCOPE if api_only else _within(within) if within else None
         left = []
         for module_name, module, name in _bindings(original, scope, _api_names(original) if api_only else None):
             if module is owner and name == attribute:
@@ -357,26 +357,52 @@ def _library_module(module_name: str, module: ModuleType) -> bool:
 # A scope of the search: module names taken whole, and prefixes (TF's API modules, or one package).
 _Scope = Tuple[Tuple[str, ...], Tuple[str, ...]]
 _API_SCOPE: _Scope = (tuple(API_MODULES), tuple(API_PREFIXES))
-# The modules of each scope, with the count of loaded modules they were chosen from: chosen again
-# only when that count changed. apply_all() searches the API modules once per replaced function
-# (twice by default, 8 times under deterministic=True); choosing them among 3,000 costs ≈1 ms.
-_chosen: Dict[_Scope, Tuple[int, List[Tuple[str, ModuleType]]]] = {}
+
+
+def _within(package: str) -> _Scope:
+    """The scope of ``replace_everywhere(..., within=package)``: the package and its modules."""
+    return ((package,), (package + ".",))
+
+
+# The scopes chosen together, in one scan of the loaded modules: apply_all() searches the API
+# modules (v1_graph_seed, eager_py_function; 8 times under deterministic=True) and Keras's package
+# (keras_seed); a scope asked for later joins them. Choosing among 3,000 modules costs ≈1 ms a scan
+# (the first touch of their names: a second scan right after costs a third of it), so one scan with
+# every scope's prefixes, split by each scope's own, serves them all (issue 38).
+_scopes: List[_Scope] = [_API_SCOPE, _within("keras")]
+# (count of loaded modules they were chosen from, {scope: its modules}): chosen again only when that
+# count changed, or for a scope not among them. Replaced whole, never changed in place (threads).
+_chosen: Tuple[int, Dict[_Scope, List[Tuple[str, ModuleType]]]] = (-1, {})
 
 
 def _modules(scope: Optional[_Scope]) -> List[Tuple[str, ModuleType]]:
     if scope is None:
         return list(sys.modules.items())
-    count = len(sys.modules)
-    cached = _chosen.get(scope)
-    if cached is not None and cached[0] == count:
-        return cached[1]
-    whole, prefixes = scope
     modules = sys.modules
+    count = len(modules)
+    chosen_count, chosen = _chosen
+    if chosen_count == count and scope in chosen:
+        return chosen[scope]
+    return _choose(scope, modules, count)[scope]
+
+
+def _choose(scope: _Scope, modules: Dict[str, Any], count: int) -> Dict[_Scope, List[Tuple[str, ModuleType]]]:
+    """The modules of every known scope (``scope`` among them), in one scan of ``modules``."""
+    global _chosen
+    if scope not in _scopes:
+        _scopes.append(scope)
+    scopes = tuple(_scopes)
     # The names filtered at C speed, without a (name, module) pair made for each of the 3,000 (whose
-    # allocations also set off garbage collections); a package's module before its submodules, as loaded.
-    chosen = [(name, modules.get(name)) for name in whole if name in modules]
-    chosen += [(name, modules.get(name)) for name in list(filter(methodcaller("startswith", prefixes), modules))]
-    _chosen[scope] = (count, chosen)
+    # allocations also set off garbage collections), first by every scope's prefixes, then each
+    # scope's among the few hundred left; a package's module before its submodules, as loaded.
+    candidates = list(filter(methodcaller("startswith", tuple(p for _, prefixes in scopes for p in prefixes)),
+                             modules))
+    chosen = {}
+    for whole, prefixes in scopes:
+        names = [name for name in whole if name in modules]
+        names += filter(methodcaller("startswith", prefixes), candidates)
+        chosen[(whole, prefixes)] = [(name, modules.get(name)) for name in names]
+    _chosen = (count, chosen)
     return chosen
 
 
