@@ -270,3 +270,11 @@ def test_a_built_in_module_that_is_refused_fails_alone():
     assert rows["no_such_module"][0] == "failed" and "ModuleNotFoundError" in rows["no_such_module"][1]
     assert rows["seed_kernel_cache"][0] == "pending", rows["seed_kernel_cache"]  # the others: as always
     assert "signture" in result["strict"], result["strict"]
+
+
+def test_every_patch_module_is_registered_and_every_registered_name_is_a_module():
+    """A new patch module whose name was not added to PATCH_MODULES would never apply, silently:
+    the modules of tf_patches/patches/ (helpers start with _) and the registered names agree."""
+    folder = ROOT / "tf_patches" / "patches"
+    modules = sorted(path.stem for path in folder.glob("*.py") if not path.stem.startswith("_"))
+    assert sorted(registry.PATCH_MODULES) == modules
