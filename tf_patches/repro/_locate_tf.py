@@ -207,14 +207,13 @@ class Recorder:
                 pending = []
                 continue
             number = int(trace.op_name)
-            value = _bytes(trace.tensor_proto) if kind == "t" else tensor_util.MakeNdarray(trace.tensor_proto)
-            if kind == "d":
-                item = [-1, number, format(int(value) & ((1 << 64) - 1), "016x"), None]
+            if kind == "d":  # most records: one int64, read without building an array (≈20 µs each)
+                item = [-1, number, format(_int64(trace.tensor_proto) & ((1 << 64) - 1), "016x"), None]
                 pending.append(item)
             elif kind == "t":  # the last elements' bytes (a known size)
-                self._place_head(pending, number, ["last", _tail(value, self.tensors[number][5])])
+                self._place_head(pending, number, ["last", _tail(_bytes(trace.tensor_proto), self.tensors[number][5])])
             elif kind == "h":  # the first elements (a size known only when it ran)
-                self._place_head(pending, number, ["first", _head(value, self.head)])
+                self._place_head(pending, number, ["first", _head(tensor_util.MakeNdarray(trace.tensor_proto), self.head)])
         eager, through = self.eager, None
         if self.budget.reached or cut:
             # Cut at a byte count, where the watcher happened to look: kept are the executions
@@ -243,6 +242,20 @@ def _records(tf_record: Any, path: Optional[str]) -> Any:
         except Exception:  # DataLossError: a truncated record, where the budget cut the file
             return
         yield record
+
+
+_INT64 = 9  # types_pb2.DT_INT64
+
+
+def _int64(proto: Any) -> int:
+    """A scalar int64 tensor's value: DebugIdentityV2 writes it as 8 bytes of ``tensor_content``
+    in this machine's byte order; any other form through TF's own reader."""
+    content = proto.tensor_content
+    if proto.dtype == _INT64 and len(content) == 8:
+        return int.from_bytes(content, sys.byteorder, signed=True)
+    if proto.dtype == _INT64 and len(proto.int64_val) == 1:
+        return int(proto.int64_val[0])
+    return int(tensor_util.MakeNdarray(proto))
 
 
 def _bytes(proto: Any) -> bytes:
