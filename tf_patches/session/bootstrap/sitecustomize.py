@@ -67,15 +67,18 @@ def apply_from_environment() -> None:
 
 
 def _arm() -> "object":
-    """The bootstrap package, once it has deferred the patches; None where it could not (said)."""
+    """The bootstrap package, having deferred the patches (a failure to is said); None where
+    tf_patches itself could not be imported (said too)."""
     try:
         from tf_patches.session import bootstrap
-
-        bootstrap.defer(apply_from_environment)  # bootstrap.arm() would import this file a second time
-        return bootstrap
     except Exception as exc:
         _warn("patches not armed at start-up, the program runs unpatched", exc)
         return None
+    try:
+        bootstrap.defer(apply_from_environment)  # bootstrap.arm() would import this file a second time
+    except Exception as exc:
+        _warn("patches not armed at start-up, the program runs unpatched", exc)
+    return bootstrap
 
 
 def _arm_evidence(bootstrap: "object") -> None:
