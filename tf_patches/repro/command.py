@@ -33,7 +33,7 @@ from ..core import files, streams
 from ..core.settings import Settings
 from ..session import allocator, processes
 from ..session import command as session
-from ..session.arguments import add_arguments as add_patch_arguments, command_of
+from ..session.arguments import add_arguments as add_patch_arguments, argument_type, command_of
 from ..session.verification import fix_run
 from . import report as reporting
 from . import runner
@@ -46,8 +46,7 @@ from .experiments import DEFAULT_LIMIT, RUNS as EXPERIMENT_RUNS, run_experiments
 from .masking import Masker, compile_ignores
 from .model import NOT_CHECKED, NOT_REPEATABLE, REPEATABLE, ReproReport, Verification
 from .runner import Run, run_once
-from .request import (Request, argument_type, check_experiments, check_locate_limit, check_runs,
-                      check_seconds)
+from .request import Request, check_experiments, check_locate_limit, check_runs, check_seconds
 from .vocabulary import Knob, settings_of
 
 LOCATE_LIMIT = locating.DEFAULT_LIMIT

@@ -100,14 +100,3 @@ class Request:
     def __repr__(self) -> str:
         return "Request(" + ", ".join(f"{name}={getattr(self, name)!r}" for name in FIELDS) + ")"
 
-
-def argument_type(check: Any) -> Any:
-    """``check`` as an argparse type: its ValueError becomes argparse's own usage error."""
-
-    def convert(text: str) -> Any:
-        try:
-            return check(text)
-        except (TypeError, ValueError) as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    return convert

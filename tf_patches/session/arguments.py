@@ -50,16 +50,20 @@ def command_of(args: argparse.Namespace) -> List[str]:
     return args.command[1:] if args.command[:1] == ["--"] else list(args.command)
 
 
-def _checked(convert: Callable[[Any], T]) -> Callable[[str], Optional[T]]:
-    """An argparse type: the value as the option's converter reads it (what the variable would
-    reject stops the command line before the command starts); blank text is not given."""
+def argument_type(check: Callable[[str], T]) -> Callable[[str], T]:
+    """``check`` as an argparse type: its ValueError or TypeError becomes argparse's own usage
+    error, with its message."""
 
-    def check(value: str) -> Optional[T]:
-        if unset(value):
-            return None
+    def convert(text: str) -> T:
         try:
-            return convert(value)
+            return check(text)
         except (TypeError, ValueError) as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
-    return check
+    return convert
+
+
+def _checked(convert: Callable[[Any], T]) -> Callable[[str], Optional[T]]:
+    """An argparse type: the value as the option's converter reads it (what the variable would
+    reject stops the command line before the command starts); blank text is not given."""
+    return argument_type(lambda value: None if unset(value) else convert(value))
